@@ -1,0 +1,27 @@
+# The README's two commands: `make run` (the app on the offline default) and
+# `make test` (the whole test suite). Each creates .venv and installs the pinned
+# requirements on first use; later calls reuse them (the stamp file tracks the
+# requirement files).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test bench-verify clean
+
+$(STAMP): requirements.txt requirements-test.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) app.py
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench-verify: $(STAMP)
+	$(PY) -m spectr_gbv.bench.verify
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,37 @@
+"""SpecTr-GBV Explorer: exact speculative-decoding verifiers and a model-agnostic engine.
+
+Public API:
+    generate(target, draft, prompt_ids, method=..., num_drafts=K, draft_length=L,
+             temperature=T, max_new_tokens=n, seed=s) -> RunRecord
+    decode_iterations(target, draft, prompt_ids, DecodeConfig(...)) -> iterator of IterationRecord
+    METHODS: the verifiers ("sd", "rrs", "spectr", "gbv", "spectr_gbv", "spectr_gbv_released")
+    models.FunctionModel(probs_fn, vocab_size): any callable as a model (the toy world)
+
+`spectr_gbv` is the exact multi-draft block verifier (ALGORITHMS.md 4.3).
+`spectr_gbv_released` is the authors' released rule, which does NOT preserve the target
+distribution; it is kept, labelled lossy, to measure that bias.
+"""
+
+from . import models
+from .config import AUTOREGRESSIVE, DecodeConfig
+from .engine import decode_iterations, generate
+from .methods import METHODS, MethodSpec, SubBlockTest, VerifyInput, VerifyResult
+from .randomness import ScriptedRandomness, TorchRandomness
+from .records import IterationRecord, RunRecord
+
+__all__ = [
+    "AUTOREGRESSIVE",
+    "DecodeConfig",
+    "IterationRecord",
+    "METHODS",
+    "MethodSpec",
+    "RunRecord",
+    "ScriptedRandomness",
+    "SubBlockTest",
+    "TorchRandomness",
+    "VerifyInput",
+    "VerifyResult",
+    "decode_iterations",
+    "generate",
+    "models",
+]

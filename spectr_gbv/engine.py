@@ -1,0 +1,209 @@
+"""The decoding loop: draft -> score -> verify -> commit, for any model pair and any method.
+
+Token ids in, token ids out; the engine knows nothing about tokenisation or frameworks
+(models are reached only through `spectr_gbv.models.base`). One iteration:
+
+1. the draft model proposes K i.i.d. blocks of L tokens, sampled from exactly the
+   processed distributions p that are handed to the verifier (one batched draft call per
+   position);
+2. the target scores all K blocks in one call, giving q at L+1 positions per block;
+3. the method's verifier picks tau accepted tokens of one draft and a correction or
+   bonus token;
+4. both models commit the emitted tokens (a cached model keeps the winning branch).
+
+`ar` samples the target directly, one token per target call: the baseline that
+block efficiency and speedup are measured against.
+
+Randomness: two generators seeded from `seed`, one for drafting and one for
+verification, so identical settings give identical tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Iterator, Sequence
+
+import torch
+
+from .config import DecodeConfig
+from .methods import METHODS
+from .methods.base import VerifyInput, VerifyResult
+from .models.base import DecodeSession, LanguageModel
+from .probs import logits_to_probs, token_probs
+from .randomness import TorchRandomness
+from .records import IterationRecord, IterationTimings, RunRecord, TopToken
+
+# How many of the final distribution's most likely tokens an iteration record keeps.
+FINAL_TOP_TOKENS = 10
+
+
+def _generator(device: torch.device, seed: int) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def _seconds_since(start: float, device: torch.device) -> float:
+    # Timings are taken at phase boundaries only; on CUDA that needs one synchronize.
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+def draft_blocks(
+    session: DecodeSession, config: DecodeConfig, num_drafts: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """K i.i.d. blocks and the distributions they were sampled from: ([K, L], [K, L, V])."""
+    tokens, probs = [], []
+    logits = session.branch_logits(num_drafts)
+    for position in range(config.draft_length):
+        p = logits_to_probs(logits, config.temperature, config.top_k, config.top_p)  # [K, V]
+        x = torch.multinomial(p, 1, generator=generator).squeeze(-1)  # [K], no host sync
+        tokens.append(x)
+        probs.append(p)
+        if position + 1 < config.draft_length:
+            logits = session.extend_branches(x)
+    return torch.stack(tokens, dim=1), torch.stack(probs, dim=1)
+
+
+def _final_top(result: VerifyResult, inp: VerifyInput) -> list[TopToken]:
+    row = result.winning_draft or 0
+    target = inp.target_probs[row, result.final_position]
+    draft = inp.draft_probs[row, result.final_position] if result.final_position < inp.draft_length else None
+    k = min(FINAL_TOP_TOKENS, inp.vocab_size)
+    top = torch.topk(result.final_distribution, k)
+    ids = top.indices.tolist()
+    finals, targets = top.values.tolist(), target[top.indices].tolist()
+    drafts = draft[top.indices].tolist() if draft is not None else [None] * k
+    return [TopToken(*row_values) for row_values in zip(ids, finals, targets, drafts)]
+
+
+def _emit(tokens: list[int], remaining: int, eos_token_id: int | None) -> tuple[list[int], bool]:
+    """Cap an iteration's tokens at the remaining budget and cut after an end-of-sequence token."""
+    tokens = tokens[:remaining]
+    if eos_token_id is not None and eos_token_id in tokens:
+        return tokens[: tokens.index(eos_token_id) + 1], True
+    return tokens, False
+
+
+def speculative_iteration(
+    index: int,
+    config: DecodeConfig,
+    target: DecodeSession,
+    draft: DecodeSession,
+    generators: tuple[torch.Generator, torch.Generator],
+    target_device: torch.device,
+    draft_device: torch.device,
+) -> tuple[IterationRecord, VerifyResult]:
+    spec = METHODS[config.method]
+    start = time.perf_counter()
+    draft_tokens, draft_probs = draft_blocks(draft, config, config.effective_num_drafts, generators[0])
+    draft_s = _seconds_since(start, draft_device)
+
+    start = time.perf_counter()
+    target_logits = target.score(draft_tokens.to(target_device))
+    target_probs = logits_to_probs(target_logits, config.temperature, config.top_k, config.top_p)
+    target_s = _seconds_since(start, target_device)
+
+    start = time.perf_counter()
+    inp = VerifyInput.build(draft_tokens.to(target_device), draft_probs.to(target_device), target_probs)
+    result = spec.verify(inp, TorchRandomness(generators[1]))
+    verify_s = _seconds_since(start, target_device)
+
+    theory = spec.expected_accepted(inp) if (config.with_theory and spec.expected_accepted) else None
+    record = IterationRecord(
+        index=index,
+        draft_tokens=inp.draft_tokens.tolist(),
+        draft_token_probs=token_probs(inp.draft_probs, inp.draft_tokens).tolist(),
+        target_token_probs=token_probs(inp.target_probs[:, :-1], inp.draft_tokens).tolist(),
+        num_accepted=result.num_accepted,
+        winning_draft=result.winning_draft,
+        accepted_tokens=result.accepted_tokens,
+        final_token=result.final_token,
+        final_kind=result.final_kind,
+        emitted=[],
+        tests=result.tests,
+        final_top=_final_top(result, inp),
+        expected_accepted=theory,
+        timings=IterationTimings(draft_s, target_s, verify_s),
+    )
+    return record, result
+
+
+def autoregressive_iteration(
+    index: int, config: DecodeConfig, target: DecodeSession, generator: torch.Generator, device: torch.device
+) -> IterationRecord:
+    start = time.perf_counter()
+    probs = logits_to_probs(target.branch_logits(1), config.temperature, config.top_k, config.top_p)[0]
+    token = int(torch.multinomial(probs, 1, generator=generator))
+    target_s = _seconds_since(start, device)
+    k = min(FINAL_TOP_TOKENS, probs.shape[-1])
+    top = torch.topk(probs, k)
+    final_top = [TopToken(t, v, v, None) for t, v in zip(top.indices.tolist(), top.values.tolist())]
+    return IterationRecord(
+        index, [], [], [], 0, None, [], token, "target", [], final_top=final_top,
+        timings=IterationTimings(target_s=target_s),
+    )
+
+
+def decode_iterations(
+    target: LanguageModel, draft: LanguageModel | None, prompt_ids: Sequence[int], config: DecodeConfig
+) -> Iterator[IterationRecord]:
+    """Yield one record per target call as decoding proceeds (for streaming UIs)."""
+    if not prompt_ids:
+        raise ValueError("prompt_ids is empty: give at least one token of context")
+    if draft is None and not config.is_autoregressive:
+        raise ValueError(f"method {config.method!r} needs a draft model")
+    if draft is not None and draft.vocab_size != target.vocab_size:
+        raise ValueError(f"draft and target vocabularies differ ({draft.vocab_size} != {target.vocab_size})")
+    eos = target.eos_token_id
+    target_session = target.start(prompt_ids)
+    draft_session = draft.start(prompt_ids) if draft is not None and not config.is_autoregressive else None
+    generators = (
+        _generator(draft.device if draft_session else target.device, 2 * config.seed),
+        _generator(target.device, 2 * config.seed + 1),
+    )
+    produced, index = 0, 0
+    while produced < config.max_new_tokens:
+        if draft_session is None:
+            record = autoregressive_iteration(index, config, target_session, generators[0], target.device)
+            branch = 0
+        else:
+            record, result = speculative_iteration(
+                index, config, target_session, draft_session, generators, target.device, draft.device
+            )
+            branch = result.winning_draft or 0
+        full = [*record.accepted_tokens, record.final_token]
+        emitted, at_eos = _emit(full, config.max_new_tokens - produced, eos)
+        target_session.commit(branch, emitted)
+        if draft_session is not None:
+            draft_session.commit(branch, emitted)
+        produced += len(emitted)
+        index += 1
+        yield replace(record, emitted=emitted)
+        if at_eos:
+            return
+
+
+def generate(
+    target: LanguageModel,
+    draft: LanguageModel | None,
+    prompt_ids: Sequence[int],
+    method: str = "spectr_gbv",
+    num_drafts: int = 4,
+    draft_length: int = 4,
+    temperature: float = 1.0,
+    max_new_tokens: int = 32,
+    seed: int = 0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    with_theory: bool = True,
+) -> RunRecord:
+    """Decode `max_new_tokens` tokens (fewer at end-of-sequence) with `method`; return the run record."""
+    config = DecodeConfig(
+        method=method, num_drafts=num_drafts, draft_length=draft_length, temperature=temperature,
+        top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, with_theory=with_theory,
+    )
+    iterations = list(decode_iterations(target, draft, prompt_ids, config))
+    tokens = [t for it in iterations for t in it.emitted]
+    stopped = target.eos_token_id is not None and bool(tokens) and tokens[-1] == target.eos_token_id
+    return RunRecord(config, list(prompt_ids), tokens, iterations, stopped)

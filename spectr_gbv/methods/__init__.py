@@ -1,0 +1,79 @@
+"""The registry of verification methods: the only place a method name is mapped to code.
+
+Pure tensor code: nothing under `spectr_gbv.methods` imports a model library or a UI.
+"""
+
+from __future__ import annotations
+
+from . import gbv, rrs, sd, spectr, spectr_gbv, spectr_gbv_released
+from .base import MethodSpec, SubBlockTest, VerifyInput, VerifyResult
+
+METHODS: dict[str, MethodSpec] = {
+    spec.name: spec
+    for spec in [
+        MethodSpec(
+            name="sd",
+            label="SD",
+            verify=sd.verify,
+            expected_accepted=sd.expected_accepted,
+            multi_draft=False,
+            block=False,
+            exact=True,
+            description="Standard speculative sampling (Leviathan et al.; Chen et al.): one draft, token by token.",
+        ),
+        MethodSpec(
+            name="rrs",
+            label="RRS",
+            verify=rrs.verify,
+            expected_accepted=rrs.expected_accepted,
+            multi_draft=True,
+            block=False,
+            exact=True,
+            description="SpecInfer-style recursive rejection sampling over K drafts, token by token.",
+        ),
+        MethodSpec(
+            name="spectr",
+            label="SpecTr",
+            verify=spectr.verify,
+            expected_accepted=spectr.expected_accepted,
+            multi_draft=True,
+            block=False,
+            exact=True,
+            description="SpecTr (Sun et al. 2023): K-SEQ selection among K drafts with the optimal rho, token by token.",
+        ),
+        MethodSpec(
+            name="gbv",
+            label="GBV",
+            verify=gbv.verify,
+            expected_accepted=gbv.expected_accepted,
+            multi_draft=False,
+            block=True,
+            exact=True,
+            description="Greedy block verification (Sun et al. 2024): one draft, whole sub-blocks accepted at once.",
+        ),
+        MethodSpec(
+            name="spectr_gbv",
+            label="SpecTr-GBV",
+            verify=spectr_gbv.verify,
+            expected_accepted=spectr_gbv.expected_accepted,
+            multi_draft=True,
+            block=True,
+            exact=True,
+            description="SpecTr-GBV, exact: K drafts verified by block (recursive block K-SEQ). "
+            "Equals GBV at K = 1 and SpecTr at L = 1.",
+        ),
+        MethodSpec(
+            name="spectr_gbv_released",
+            label="SpecTr-GBV as released (lossy)",
+            verify=spectr_gbv_released.verify,
+            expected_accepted=None,
+            multi_draft=True,
+            block=True,
+            exact=False,
+            description="The authors' released verifier. It does NOT preserve the target distribution "
+            "(total-variation error about 0.11 on the GBV paper's two-token example); shown to measure that bias.",
+        ),
+    ]
+}
+
+__all__ = ["METHODS", "MethodSpec", "SubBlockTest", "VerifyInput", "VerifyResult"]

@@ -1,0 +1,183 @@
+"""The one interface every verifier implements.
+
+Notation (ALGORITHMS.md, whose letters are the reverse of Leviathan et al.):
+
+    paper                              here
+    p(. | u)   draft distribution      draft_probs[k, d]    (node u = X^(k)_{1:d})
+    q(. | u)   target distribution     target_probs[k, d]
+    X^(k)_i    i-th token of draft k   draft_tokens[k, i-1]
+    K, L       drafts, draft length    num_drafts, draft_length
+    tau        accepted draft tokens   num_accepted
+    Y          correction/bonus token  final_token
+
+A verifier is a function `verify(inp: VerifyInput, rng: Randomness) -> VerifyResult`
+plus `expected_accepted(inp) -> float`, the conditional expectation of tau given the
+drafts (the Rao-Blackwellised "theory" line, ALGORITHMS.md section 7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+import torch
+
+from ..probs import as_float64_distributions, token_probs, validate_distributions
+from ..randomness import Randomness
+
+FinalKind = Literal["correction", "bonus"]
+
+
+def canonical_rows(draft_tokens: torch.Tensor) -> torch.Tensor:
+    """c[k, d] = the lowest draft index whose first d tokens equal draft k's. [K, L+1]
+
+    Drafts that share a trie node must be verified against ONE copy of that node's
+    distributions (batched forwards can differ in the last bits; ALGORITHMS.md section 0).
+    """
+    num_drafts, draft_length = draft_tokens.shape
+    same = draft_tokens[:, None, :] == draft_tokens[None, :, :]  # [K, K, L]
+    ones = torch.ones(num_drafts, num_drafts, 1, dtype=torch.long, device=draft_tokens.device)
+    same_prefix = torch.cat([ones, same.long().cumprod(-1)], dim=-1)  # [K, K, L+1]
+    return same_prefix.argmax(dim=1)  # first k' with an equal prefix
+
+
+@dataclass(frozen=True)
+class VerifyInput:
+    """One iteration's drafts and distributions, validated and canonicalised.
+
+    Construct with `VerifyInput.build(...)`; the fields are then float64, renormalised,
+    and rows of shared trie nodes are identical copies.
+    """
+
+    draft_tokens: torch.Tensor  # [K, L] long
+    draft_probs: torch.Tensor  # [K, L, V] float64; row d is p(. | X_{1:d})
+    target_probs: torch.Tensor  # [K, L+1, V] float64; row d is q(. | X_{1:d}); row L is the bonus
+
+    @property
+    def num_drafts(self) -> int:
+        return self.draft_tokens.shape[0]
+
+    @property
+    def draft_length(self) -> int:
+        return self.draft_tokens.shape[1]
+
+    @property
+    def vocab_size(self) -> int:
+        return self.target_probs.shape[-1]
+
+    @classmethod
+    def build(
+        cls,
+        draft_tokens: torch.Tensor,  # [K, L]
+        draft_probs: torch.Tensor,  # [K, L, V]
+        target_probs: torch.Tensor,  # [K, L+1, V]
+    ) -> "VerifyInput":
+        _check_shapes(draft_tokens, draft_probs, target_probs)
+        validate_distributions("draft_probs", draft_probs)
+        validate_distributions("target_probs", target_probs)
+        tokens = draft_tokens.long()
+        if bool((tokens < 0).any() | (tokens >= target_probs.shape[-1]).any()):
+            raise ValueError(f"draft_tokens has ids outside [0, {target_probs.shape[-1]})")
+        draft_probs = as_float64_distributions(draft_probs)
+        target_probs = as_float64_distributions(target_probs)
+        drafted = token_probs(draft_probs, tokens)
+        if bool((drafted <= 0).any()):
+            k, i = (drafted <= 0).nonzero()[0].tolist()
+            raise ValueError(
+                f"draft_tokens[{k}, {i}] has zero probability under draft_probs: drafts must be "
+                "sampled from the distributions handed to the verifier"
+            )
+        rows = canonical_rows(tokens)  # [K, L+1]
+        depth = torch.arange(tokens.shape[1] + 1, device=tokens.device)
+        target_probs = target_probs[rows, depth]
+        draft_probs = draft_probs[rows[:, :-1], depth[:-1]]
+        return cls(tokens, draft_probs, target_probs)
+
+
+def _check_shapes(draft_tokens: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor) -> None:
+    if not isinstance(draft_tokens, torch.Tensor) or draft_tokens.dim() != 2:
+        raise ValueError(f"draft_tokens must be a [K, L] tensor, got shape {tuple(getattr(draft_tokens, 'shape', ()))}")
+    if torch.is_floating_point(draft_tokens) or draft_tokens.dtype == torch.bool:
+        raise ValueError(f"draft_tokens must hold integer token ids, got {draft_tokens.dtype}")
+    num_drafts, draft_length = draft_tokens.shape
+    if num_drafts < 1:
+        raise ValueError("draft_tokens has K = 0 drafts: K must be at least 1")
+    if draft_length < 1:
+        raise ValueError("draft_tokens has L = 0 tokens per draft: L must be at least 1")
+    if draft_probs.dim() != 3 or tuple(draft_probs.shape[:2]) != (num_drafts, draft_length):
+        raise ValueError(
+            f"draft_probs must have shape [K, L, V] = [{num_drafts}, {draft_length}, V], got {tuple(draft_probs.shape)}"
+        )
+    if target_probs.dim() != 3 or tuple(target_probs.shape[:2]) != (num_drafts, draft_length + 1):
+        raise ValueError(
+            f"target_probs must have shape [K, L+1, V] = [{num_drafts}, {draft_length + 1}, V], "
+            f"got {tuple(target_probs.shape)}"
+        )
+    if draft_probs.shape[-1] != target_probs.shape[-1]:
+        raise ValueError(
+            f"draft_probs and target_probs disagree on the vocabulary size "
+            f"({draft_probs.shape[-1]} != {target_probs.shape[-1]})"
+        )
+    if not (draft_tokens.device == draft_probs.device == target_probs.device):
+        raise ValueError("draft_tokens, draft_probs and target_probs must be on one device")
+
+
+@dataclass(frozen=True)
+class SubBlockTest:
+    """One acceptance test a verifier made: may X^(draft)_{start+1 .. start+length} be accepted?
+
+    `accept_prob` is the probability the rule gave the test (h for block rules, the ratio
+    test for token rules); `uniform` is the eta drawn (None under exact enumeration or when
+    the rule skipped the coin).
+    """
+
+    draft: int
+    start: int
+    length: int
+    accept_prob: float
+    accepted: bool
+    uniform: float | None = None
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """What one verification decided, and what a viewer needs to draw the decision."""
+
+    accepted_tokens: list[int]  # X_{1:tau} of the winning draft
+    final_token: int  # Y
+    final_kind: FinalKind  # "correction" (from a residual) or "bonus" (from q_{L+1})
+    final_distribution: torch.Tensor  # [V] float64: the distribution Y was drawn from
+    final_position: int  # the depth tau at which Y was drawn (Y is token tau+1)
+    winning_draft: int | None  # a draft whose first tau tokens are the accepted ones; None when tau = 0
+    tests: list[SubBlockTest] = field(default_factory=list)
+
+    @property
+    def num_accepted(self) -> int:
+        return len(self.accepted_tokens)
+
+    @property
+    def tokens(self) -> list[int]:
+        """The tau + 1 tokens this iteration emits."""
+        return [*self.accepted_tokens, self.final_token]
+
+    @property
+    def rejected_tests(self) -> list[SubBlockTest]:
+        return [t for t in self.tests if not t.accepted]
+
+
+Verify = Callable[[VerifyInput, Randomness], VerifyResult]
+ExpectedAccepted = Callable[[VerifyInput], float]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A registered verification method. The engine and UI branch on these flags only."""
+
+    name: str
+    label: str
+    verify: Verify
+    expected_accepted: ExpectedAccepted | None  # None: no closed-form theory line
+    multi_draft: bool  # uses all K drafts (otherwise only draft 0 is drafted and read)
+    block: bool  # block-level (GBV-style) acceptance rather than token-level
+    exact: bool  # preserves the target distribution; False only for the released rule
+    description: str

@@ -1,0 +1,92 @@
+"""Greedy block verification, GBV (Sun, Mendlovic, Leviathan, et al.; arXiv 2403.10444).
+
+ALGORITHMS.md section 3. Single draft: only draft 0 is read.
+
+    paper (ALGORITHMS.md)                 here
+    omega_i  residual weight              omega[i-1]
+    S_i      residual mass after i        residual_mass(...)
+    h_i      sub-block acceptance prob    h[i-1]
+
+The helpers `block_weights` and `block_accept_probs` are shared with SpecTr-GBV, whose
+per-draft scan is GBV with a different first weight (ALGORITHMS.md section 4.4, lemma).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..probs import residual, residual_mass, token_probs
+from ..randomness import Randomness
+from .base import SubBlockTest, VerifyInput, VerifyResult
+
+
+def block_weights(first_weight: torch.Tensor, later_ratios: torch.Tensor) -> torch.Tensor:
+    """omega_1 = first_weight, omega_t = min(omega_{t-1} * ratio_t, 1).  [..., m]
+
+    first_weight: [...] in [0, 1]; later_ratios: [..., m-1], ratio_t = q_t(y_t) / p_t(y_t)
+    for t = 2..m. Closed form of the recursion, no loop: with C_t the cumulative log
+    ratios (C_0 = 0, C_1 = log omega_1), log omega_t = C_t - max_{j<=t} C_j.
+    """
+    log_steps = torch.cat([first_weight.unsqueeze(-1).log(), later_ratios.log()], dim=-1)
+    cumulative = log_steps.cumsum(-1)
+    running_max = torch.cummax(cumulative, dim=-1).values.clamp(min=0.0)
+    return torch.exp(cumulative - running_max)
+
+
+def block_accept_probs(
+    omega: torch.Tensor,  # [..., m]
+    target_next: torch.Tensor,  # [..., m-1, V]: q at the node after t tokens, t = 1..m-1
+    draft_next: torch.Tensor,  # [..., m-1, V]: p at the same nodes
+) -> torch.Tensor:
+    """h_t = S_t / (S_t + 1 - omega_t) for t < m (1 if the denominator is 0); h_m = omega_m."""
+    mass = residual_mass(target_next, draft_next, omega[..., :-1])
+    denominator = mass + 1.0 - omega[..., :-1]
+    h = torch.where(denominator > 0, mass / torch.where(denominator > 0, denominator, 1.0), 1.0)
+    return torch.cat([h.clamp(0.0, 1.0), omega[..., -1:]], dim=-1)
+
+
+def last_success(outcomes: list[bool]) -> int:
+    """t* = max{t : coin t succeeded}, 1-based; 0 if none did (GBV's forward scan)."""
+    return max((t + 1 for t, ok in enumerate(outcomes) if ok), default=0)
+
+
+def scan_probs(inp: VerifyInput) -> tuple[torch.Tensor, torch.Tensor]:
+    """(omega, h) of draft 0, each [L]."""
+    tokens = inp.draft_tokens[0]
+    ratios = token_probs(inp.target_probs[0, :-1], tokens) / token_probs(inp.draft_probs[0], tokens)
+    omega = block_weights(ratios[0].clamp(max=1.0), ratios[1:])
+    h = block_accept_probs(omega, inp.target_probs[0, 1:-1], inp.draft_probs[0, 1:])
+    return omega, h
+
+
+def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
+    omega, h = scan_probs(inp)
+    outcomes, uniforms = rng.coins(h)
+    h_list = h.tolist()
+    tests = [SubBlockTest(0, 0, t + 1, h_list[t], outcomes[t], uniforms[t]) for t in range(inp.draft_length)]
+    tau = last_success(outcomes)
+    if tau == inp.draft_length:
+        final_distribution, kind = inp.target_probs[0, tau], "bonus"
+    else:
+        weight = omega[tau - 1] if tau > 0 else 1.0  # omega_0 = 1: the plain SD residual
+        final_distribution = residual(inp.target_probs[0, tau], inp.draft_probs[0, tau], weight)
+        kind = "correction"
+    return VerifyResult(
+        accepted_tokens=inp.draft_tokens[0, :tau].tolist(),
+        final_token=rng.sample(final_distribution),
+        final_kind=kind,
+        final_distribution=final_distribution,
+        final_position=tau,
+        winning_draft=0 if tau > 0 else None,
+        tests=tests,
+    )
+
+
+def expected_from_h(h: torch.Tensor) -> torch.Tensor:
+    """E[tau | draft] = sum_i [1 - prod_{j>=i} (1 - h_j)] (ALGORITHMS.md 3.3). h: [..., m]"""
+    survive_from = torch.flip(torch.cumprod(torch.flip(1.0 - h, [-1]), -1), [-1])
+    return (1.0 - survive_from).sum(-1)
+
+
+def expected_accepted(inp: VerifyInput) -> float:
+    return expected_from_h(scan_probs(inp)[1]).item()

@@ -1,0 +1,139 @@
+"""SpecTr-GBV, exact: recursive block K-SEQ (ALGORITHMS.md section 4.3, "SpecTr-GBV*").
+
+The project's `spectr_gbv`. The rule the authors released (section 4.1) does not preserve
+the target distribution; it lives in `spectr_gbv_released.py`. This one is proven exact
+(section 4.4), equals GBV at K = 1 and SpecTr's K-SEQ at L = 1.
+
+    paper (ALGORITHMS.md 4.3)                 here
+    u, d = |u|                                accepted prefix, depth
+    f                                         node_target: first-token target at u
+    S (unused drafts consistent with u)       unused
+    rho, beta                                 rho, via spectr.optimal_rho / kseq_beta
+    omega_1 = min(f(y_1) / (rho p(y_1|u)), 1) first weight (the rho-scaled SpecTr ratio)
+    omega_t, S_t, h_t                         gbv.block_weights / gbv.block_accept_probs
+    t*                                        gbv.last_success
+
+At node u, the unused drafts through u are tried in order. Each attempt is a GBV scan of
+the draft's remaining m = L - d tokens whose first weight is SpecTr's rho-scaled ratio
+against f. A full-length success ends the iteration with a bonus token. An intermediate
+stop at t* commits y_{1:t*}, and the GBV residual at the new node becomes f there for the
+drafts not yet used (our stand-in for the paper's "modify the target distribution for the
+non-accepted positions"). If every unused draft fails at u, the K-SEQ residual supplies Y.
+A failed draft is never reused deeper: its failure depended on its later tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..probs import residual, token_probs
+from ..randomness import Randomness
+from .base import SubBlockTest, VerifyInput, VerifyResult
+from .gbv import block_accept_probs, block_weights, last_success
+from .spectr import kseq_beta, kseq_residual, optimal_rho
+
+
+@dataclass(frozen=True)
+class NodeAttempts:
+    """Everything decided at node u before any coin: one GBV scan plan per unused draft."""
+
+    rho: torch.Tensor  # scalar
+    beta: torch.Tensor  # scalar
+    omega: torch.Tensor  # [n, m] residual weights of each unused draft's remaining tokens
+    h: torch.Tensor  # [n, m] sub-block acceptance probabilities
+
+
+def plan_node(inp: VerifyInput, depth: int, node_target: torch.Tensor, unused: list[int]) -> NodeAttempts:
+    """Batched over the n unused drafts at depth d: rho*, beta and every draft's (omega, h)."""
+    node_draft = inp.draft_probs[unused[0], depth]  # canonical p(. | u): identical for all unused
+    rho = optimal_rho(node_target, node_draft, len(unused))
+    tokens = inp.draft_tokens[unused, depth:]  # [n, m]
+    target_rows = inp.target_probs[unused, depth:]  # [n, m+1, V] nodes u, u y_1, ..., u y_{1:m}
+    draft_rows = inp.draft_probs[unused, depth:]  # [n, m, V]
+    first = torch.clamp(token_probs(node_target, tokens[:, 0]) / (rho * token_probs(node_draft, tokens[:, 0])), max=1.0)
+    later = token_probs(target_rows[:, 1:-1], tokens[:, 1:]) / token_probs(draft_rows[:, 1:], tokens[:, 1:])
+    omega = block_weights(first, later)
+    h = block_accept_probs(omega, target_rows[:, 1:-1], draft_rows[:, 1:])
+    return NodeAttempts(rho, kseq_beta(node_target, node_draft, rho), omega, h)
+
+
+def committed_node(inp: VerifyInput, depth: int, draft: int, stop: int, omega: torch.Tensor):
+    """After draft j stops at t* < m: the new depth, and the GBV residual as the new f."""
+    new_depth = depth + stop
+    new_target = residual(inp.target_probs[draft, new_depth], inp.draft_probs[draft, new_depth], omega[stop - 1])
+    return new_depth, new_target
+
+
+def consistent_unused(inp: VerifyInput, later: list[int], draft: int, depth: int) -> list[int]:
+    """The not-yet-used drafts whose first `depth` tokens equal draft j's."""
+    prefix = inp.draft_tokens[draft, :depth]
+    return [i for i in later if bool((inp.draft_tokens[i, :depth] == prefix).all())]
+
+
+def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
+    L = inp.draft_length
+    depth, winner = 0, None
+    node_target = inp.target_probs[0, 0]
+    unused = list(range(inp.num_drafts))
+    tests: list[SubBlockTest] = []
+    while unused:
+        plan = plan_node(inp, depth, node_target, unused)
+        h_rows = plan.h.tolist()
+        committed = False
+        for position, j in enumerate(unused):
+            outcomes, uniforms = rng.coins(plan.h[position])
+            tests += [SubBlockTest(j, depth, t + 1, h_rows[position][t], outcomes[t], uniforms[t]) for t in range(L - depth)]
+            stop = last_success(outcomes)
+            if stop == 0:
+                continue  # this draft is spent; it is NOT reused deeper
+            if stop == L - depth:  # the whole remaining block: bonus token
+                bonus = inp.target_probs[j, L]
+                return VerifyResult(inp.draft_tokens[j].tolist(), rng.sample(bonus), "bonus", bonus, L, j, tests)
+            depth, node_target = committed_node(inp, depth, j, stop, plan.omega[position])
+            unused, winner, committed = consistent_unused(inp, unused[position + 1 :], j, depth), j, True
+            break
+        if not committed:  # all unused drafts failed at u: the K-SEQ residual
+            node_draft = inp.draft_probs[unused[0], depth]
+            final = kseq_residual(node_target, node_draft, plan.rho, len(unused)) if plan.beta > 0 else node_target
+            return _correction(inp, rng, final, depth, winner, tests)
+    return _correction(inp, rng, node_target, depth, winner, tests)  # no draft left at u: Y ~ f
+
+
+def _correction(inp, rng, final: torch.Tensor, depth: int, winner: int | None, tests) -> VerifyResult:
+    accepted = inp.draft_tokens[winner, :depth].tolist() if winner is not None else []
+    return VerifyResult(accepted, rng.sample(final), "correction", final, depth, winner, tests)
+
+
+def expected_accepted(inp: VerifyInput) -> float:
+    """E[tau | drafts]: recurse over attempts and stopping points (ALGORITHMS.md 7).
+
+    P(t* = t | draft) = h_t prod_{s>t} (1 - h_s); P(t* = 0) = prod_s (1 - h_s). Branches of
+    probability 0 are pruned, which keeps the recursion small in practice.
+    """
+    L = inp.draft_length
+
+    def expected(depth: int, node_target: torch.Tensor, unused: list[int]) -> float:
+        if not unused:
+            return 0.0
+        plan = plan_node(inp, depth, node_target, unused)
+        after = torch.flip(torch.cumprod(torch.flip(1.0 - plan.h, [-1]), -1), [-1])  # prod_{s>=t}(1-h_s)
+        stop_probs = plan.h * torch.cat([after[:, 1:], torch.ones_like(after[:, :1])], dim=-1)  # [n, m]
+        stop_rows, fail_probs = stop_probs.tolist(), after[:, 0].tolist()
+        reach, total = 1.0, 0.0
+        for position, j in enumerate(unused):
+            for t, prob in enumerate(stop_rows[position], start=1):
+                if reach * prob <= 0:
+                    continue
+                gain = float(t)
+                if t < L - depth:
+                    new_depth, new_target = committed_node(inp, depth, j, t, plan.omega[position])
+                    later = consistent_unused(inp, unused[position + 1 :], j, new_depth)
+                    gain += expected(new_depth, new_target, later)
+                total += reach * prob * gain
+            reach *= fail_probs[position]
+        return total
+
+    return expected(0, inp.target_probs[0, 0], list(range(inp.num_drafts)))
+

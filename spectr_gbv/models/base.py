@@ -1,0 +1,48 @@
+"""The small interface between the decoding engine and any language model.
+
+The engine never sees a framework object. A `LanguageModel` starts a `DecodeSession` on a
+prompt; the session tracks the committed context and up to K parallel branches:
+
+* drafting: `branch_logits(K)` gives the next-token logits after the committed context,
+  replicated on K branches; `extend_branches(tokens)` appends one token to every branch and
+  gives the logits after it (one batched forward per draft position);
+* scoring: `score(blocks)` gives, for each of K blocks, the logits after the context and
+  after every prefix of the block: [K, n+1, V] (one batched forward per iteration);
+* `commit(branch, tokens)`: the iteration's emitted tokens become context. The first tau
+  of them are the accepted prefix of `branch`; a cached implementation keeps that branch's
+  state cropped to them and feeds the rest (the correction/bonus token) next time.
+
+"Logits" are unnormalised log-probabilities; the engine turns them into the processed
+distributions (temperature, top-k, top-p) that are both sampled and verified.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+import torch
+
+
+class DecodeSession(Protocol):
+    forward_calls: int  # model forwards so far (prefill included)
+
+    def branch_logits(self, num_branches: int) -> torch.Tensor:  # [K, V]
+        ...
+
+    def extend_branches(self, tokens: torch.Tensor) -> torch.Tensor:  # tokens [K] -> [K, V]
+        ...
+
+    def score(self, blocks: torch.Tensor) -> torch.Tensor:  # blocks [K, n] -> [K, n+1, V]
+        ...
+
+    def commit(self, branch: int, tokens: Sequence[int]) -> None:
+        ...
+
+
+class LanguageModel(Protocol):
+    vocab_size: int
+    eos_token_id: int | None
+    device: torch.device
+
+    def start(self, prompt_ids: Sequence[int]) -> DecodeSession:
+        ...

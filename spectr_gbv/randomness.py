@@ -1,0 +1,93 @@
+"""Where the verifiers' randomness comes from.
+
+Verifiers never call `torch.rand` themselves. They ask a `Randomness` for two things:
+
+* `coins(accept_probs)`: independent Bernoulli decisions, coin i succeeding with
+  probability accept_probs[i] (drawn as eta_i ~ U(0,1), success iff eta_i < p_i);
+* `sample(probs)`: one token from a distribution (inverse CDF of one uniform).
+
+Three sources implement it:
+
+* `TorchRandomness`: a seeded `torch.Generator` (CPU or CUDA), for real runs;
+* `ScriptedRandomness`: uniforms given as a list, for scenario tests with injected uniforms;
+* `spectr_gbv.exact.BranchingRandomness`: follows every outcome of every coin and every
+  token, with its probability, to compute the exact output law of a verifier.
+
+Because the same verifier code runs under all three, the exact-enumeration tests check
+the code that runs in the app, not a separate model of it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+import torch
+
+
+class Randomness(Protocol):
+    def coins(self, accept_probs: torch.Tensor) -> tuple[list[bool], list[float | None]]:
+        """Independent coins; returns (outcomes, the uniforms drawn or None per coin)."""
+        ...
+
+    def sample(self, probs: torch.Tensor) -> int:
+        """One token id drawn from the distribution `probs` ([V], sums to 1)."""
+        ...
+
+
+def inverse_cdf(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """The token at quantile `uniform` of `probs`; never a zero-probability token.
+
+    All device-side (no host synchronisation): the first index whose cumulative mass
+    exceeds u * total. Rounding can push that index past the end; it is then clamped to
+    the last token with positive probability.
+    """
+    cdf = probs.cumsum(-1)
+    index = torch.searchsorted(cdf, (uniform * cdf[-1]).reshape(1), right=True)[0]
+    positive = probs > 0
+    last_positive = probs.shape[-1] - 1 - torch.flip(positive, dims=[-1]).to(torch.int8).argmax()
+    return torch.minimum(index, last_positive)
+
+
+class UniformRandomness:
+    """Coins and samples built from a stream of U(0,1) draws (`_uniforms`)."""
+
+    def _uniforms(self, n: int, device: torch.device) -> torch.Tensor:
+        raise NotImplementedError
+
+    def coins(self, accept_probs: torch.Tensor) -> tuple[list[bool], list[float | None]]:
+        uniforms = self._uniforms(accept_probs.numel(), accept_probs.device)
+        # eta < p: a probability-0 coin never succeeds and a probability-1 coin always does.
+        outcomes = (uniforms < accept_probs.reshape(-1).to(torch.float64)).tolist()
+        return outcomes, uniforms.tolist()
+
+    def sample(self, probs: torch.Tensor) -> int:
+        return int(inverse_cdf(probs, self._uniforms(1, probs.device)[0]))
+
+
+class TorchRandomness(UniformRandomness):
+    """Uniforms from a `torch.Generator`, drawn in float64 on the generator's device.
+
+    float64 because float32 `torch.rand` can return exactly 0, which would let a
+    probability-0 coin succeed under a `<=` test and biases the tail of the CDF.
+    """
+
+    def __init__(self, generator: torch.Generator):
+        self.generator = generator
+
+    def _uniforms(self, n: int, device: torch.device) -> torch.Tensor:
+        return torch.rand(n, generator=self.generator, dtype=torch.float64, device=self.generator.device).to(device)
+
+
+class ScriptedRandomness(UniformRandomness):
+    """Uniforms taken in order from a given list (scenario tests)."""
+
+    def __init__(self, uniforms: Sequence[float]):
+        self._queue = list(uniforms)
+        self.used = 0
+
+    def _uniforms(self, n: int, device: torch.device) -> torch.Tensor:
+        if self.used + n > len(self._queue):
+            raise IndexError(f"script of {len(self._queue)} uniforms exhausted (wanted {self.used + n})")
+        values = self._queue[self.used : self.used + n]
+        self.used += n
+        return torch.tensor(values, dtype=torch.float64, device=device)
