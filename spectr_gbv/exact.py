@@ -151,3 +151,9 @@ def fidelity_error(method: MethodSpec, target_fn: DistributionFn, draft_fn: Dist
     law = iteration_law(method, target_fn, draft_fn, num_drafts, draft_length)
     continued = continued_law(law.emitted, target_fn, draft_length + 1)
     return total_variation_to_target(continued, target_law(target_fn, draft_length + 1))
+
+
+def distribution_fn(model, context: Sequence[int] = ()) -> DistributionFn:
+    """A FunctionModel (anything with `next_token_probs`) as a DistributionFn after `context`."""
+    prefix = tuple(context)
+    return lambda suffix: model.next_token_probs(prefix + tuple(suffix))

@@ -80,6 +80,11 @@ class VerifyInput:
             raise ValueError(f"draft_tokens has ids outside [0, {target_probs.shape[-1]})")
         draft_probs = as_float64_distributions(draft_probs)
         target_probs = as_float64_distributions(target_probs)
+        rows = canonical_rows(tokens)  # [K, L+1]
+        depth = torch.arange(tokens.shape[1] + 1, device=tokens.device)
+        target_probs = target_probs[rows, depth]
+        draft_probs = draft_probs[rows[:, :-1], depth[:-1]]
+        # Checked on the canonical rows: those are the distributions the verifier uses.
         drafted = token_probs(draft_probs, tokens)
         if bool((drafted <= 0).any()):
             k, i = (drafted <= 0).nonzero()[0].tolist()
@@ -87,10 +92,6 @@ class VerifyInput:
                 f"draft_tokens[{k}, {i}] has zero probability under draft_probs: drafts must be "
                 "sampled from the distributions handed to the verifier"
             )
-        rows = canonical_rows(tokens)  # [K, L+1]
-        depth = torch.arange(tokens.shape[1] + 1, device=tokens.device)
-        target_probs = target_probs[rows, depth]
-        draft_probs = draft_probs[rows[:, :-1], depth[:-1]]
         return cls(tokens, draft_probs, target_probs)
 
 

@@ -1,0 +1,87 @@
+"""Tier (d): properties of every verifier on random inputs (hypothesis).
+
+Strategy: probability vectors in the style of dit's `distributions` (uniform floats, some
+zeroed to make sparse supports, normalised), drafts drawn from the draft distributions'
+supports, K <= 3, L <= 4, V <= 5. Properties: target == draft accepts every draft token;
+every emitted token has positive target probability at its position; the accepted prefix
+is a prefix of the winning draft; tau <= L and at most L+1 tokens; acceptance
+probabilities lie in [0, 1].
+"""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spectr_gbv.methods import METHODS, VerifyInput
+from spectr_gbv.randomness import TorchRandomness
+
+EXACT = [name for name, spec in METHODS.items() if spec.exact]
+
+
+@st.composite
+def prob_vectors(draw, vocab: int, sparse: bool = True) -> list[float]:
+    weights = draw(st.lists(st.floats(0.0, 1.0), min_size=vocab, max_size=vocab))
+    if sparse:
+        keep = draw(st.lists(st.booleans(), min_size=vocab, max_size=vocab))
+        weights = [w if k else 0.0 for w, k in zip(weights, keep)]
+    if sum(weights) < 1e-3:
+        weights = [1.0] + [0.0] * (vocab - 1)
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+@st.composite
+def verify_inputs(draw, same_models: bool = False) -> VerifyInput:
+    """K drafts sampled node by node: one draft and one target distribution per trie node,
+    as a real model would give (drafts through the same prefix see the same distributions)."""
+    K, L, V = draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(2, 5))
+    draft_table: dict[tuple[int, ...], list[float]] = {}
+    target_table: dict[tuple[int, ...], list[float]] = {}
+
+    def node(prefix: tuple[int, ...]) -> tuple[list[float], list[float]]:
+        if prefix not in target_table:
+            target_table[prefix] = draw(prob_vectors(V))
+            draft_table[prefix] = target_table[prefix] if same_models else draw(prob_vectors(V))
+        return draft_table[prefix], target_table[prefix]
+
+    tokens = []
+    for _ in range(K):
+        block: list[int] = []
+        for _ in range(L):
+            draft, _ = node(tuple(block))
+            block.append(draw(st.sampled_from([v for v in range(V) if draft[v] > 0])))
+        tokens.append(block)
+    draft_probs = [[node(tuple(x[:i]))[0] for i in range(L)] for x in tokens]
+    target_probs = [[node(tuple(x[:i]))[1] for i in range(L + 1)] for x in tokens]
+    return VerifyInput.build(
+        torch.tensor(tokens), torch.tensor(draft_probs, dtype=torch.float64), torch.tensor(target_probs, dtype=torch.float64)
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(verify_inputs(same_models=True), st.integers(0, 2**31 - 1), st.sampled_from(EXACT))
+def test_identical_target_and_draft_accept_every_draft_token(inp, seed, name):
+    result = METHODS[name].verify(inp, TorchRandomness(torch.Generator().manual_seed(seed)))
+    assert result.num_accepted == inp.draft_length and result.final_kind == "bonus"
+
+
+@settings(max_examples=100, deadline=None)
+@given(verify_inputs(), st.integers(0, 2**31 - 1), st.sampled_from(list(METHODS)))
+def test_outputs_are_well_formed(inp, seed, name):
+    spec = METHODS[name]
+    if not spec.multi_draft:
+        inp = VerifyInput.build(inp.draft_tokens[:1], inp.draft_probs[:1], inp.target_probs[:1])
+    result = spec.verify(inp, TorchRandomness(torch.Generator().manual_seed(seed)))
+    tau = result.num_accepted
+    assert 0 <= tau <= inp.draft_length and len(result.tokens) == tau + 1
+    row = result.winning_draft if tau > 0 else 0
+    assert result.accepted_tokens == inp.draft_tokens[row, :tau].tolist()
+    assert result.final_position == tau
+    if spec.exact:
+        # every emitted token is in the target's support at its position
+        for position, token in enumerate(result.tokens):
+            assert inp.target_probs[row, position, token] > 0
+        assert all(0.0 <= t.accept_prob <= 1.0 for t in result.tests)
+    assert result.final_distribution[result.final_token] > 0

@@ -1,0 +1,72 @@
+"""Tier (c): seeded statistical tests, end to end through `generate` with `FunctionModel`.
+
+Method: N independent runs (seeds 0..N-1) of `generate` from the same prompt, each keeping
+its first n tokens; a chi-square test over all V**n outcomes against the exact target law
+of n tokens computed from the model (cells with expected count below 5 are pooled). The
+seeds are fixed, so the result is deterministic; alpha = 1e-3 (ALGORITHMS.md 7.1). The
+released rule, run the same way on the GBV paper's example, must be rejected.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import numpy as np
+import pytest
+from scipy.stats import chisquare
+
+from conftest import constant, dirichlet_model, mixture
+from spectr_gbv import METHODS, generate
+from spectr_gbv.exact import sequence_prob
+from spectr_gbv.models import FunctionModel
+
+pytestmark = pytest.mark.statistical
+
+ALPHA = 1e-3
+RUNS = 1500
+
+
+def chi_square_p_value(samples: list[tuple[int, ...]], law: dict[tuple[int, ...], float]) -> float:
+    counts = Counter(samples)
+    observed, expected = [], []
+    pooled_observed, pooled_expected = 0, 0.0
+    for outcome, prob in law.items():
+        if prob * len(samples) < 5:
+            pooled_observed += counts.get(outcome, 0)
+            pooled_expected += prob * len(samples)
+        else:
+            observed.append(counts.get(outcome, 0))
+            expected.append(prob * len(samples))
+    if pooled_expected > 0:
+        observed.append(pooled_observed)
+        expected.append(pooled_expected)
+    expected_arr = np.array(expected)
+    return chisquare(observed, expected_arr * (sum(observed) / expected_arr.sum())).pvalue
+
+
+def first_tokens(target, draft, method: str, n: int, num_drafts: int, draft_length: int) -> list[tuple[int, ...]]:
+    return [
+        tuple(generate(target, draft, [0], method=method, num_drafts=num_drafts, draft_length=draft_length,
+                       max_new_tokens=n, seed=seed, with_theory=False).tokens)
+        for seed in range(RUNS)
+    ]
+
+
+@pytest.mark.parametrize("method", ["ar", *[m for m, s in METHODS.items() if s.exact]])
+def test_first_tokens_follow_the_target_law(method):
+    vocab = 3
+    target_fn = dirichlet_model(vocab, 7, concentration=0.8)
+    draft_fn = mixture(target_fn, dirichlet_model(vocab, 8, concentration=0.8), 0.4)
+    target, draft = FunctionModel(target_fn, vocab), FunctionModel(draft_fn, vocab)
+    samples = first_tokens(target, draft, method, n=3, num_drafts=3, draft_length=2)
+    law = {w: sequence_prob(w, target_fn, (0,)) for w in itertools.product(range(vocab), repeat=3)}
+    assert chi_square_p_value(samples, law) > ALPHA
+
+
+def test_released_rule_is_detected_as_biased():
+    q, p = (1 / 3, 2 / 3), (2 / 3, 1 / 3)
+    target, draft = FunctionModel(constant(q), 2), FunctionModel(constant(p), 2)
+    samples = first_tokens(target, draft, "spectr_gbv_released", n=3, num_drafts=1, draft_length=2)
+    law = {w: sequence_prob(w, constant(q)) for w in itertools.product(range(2), repeat=3)}
+    assert chi_square_p_value(samples, law) < 1e-6
