@@ -20,33 +20,40 @@ NORMALISATION_TOLERANCE = 1e-3
 EMPTY_MASS = 1e-12
 
 
-def validate_distributions(name: str, probs: torch.Tensor) -> None:
-    """Raise ValueError naming `name` unless the last axis holds probability vectors."""
+def checked_float64_distributions(name: str, probs: torch.Tensor) -> torch.Tensor:
+    """Validate that the last axis holds probability vectors; return a float64, renormalised copy.
+
+    Raises ValueError naming `name`. One conversion pass plus two reductions, and one host
+    synchronisation (a NaN or infinity anywhere makes its row's sum non-finite); details
+    are computed only when the check fails.
+    """
     if not torch.is_floating_point(probs):
         raise ValueError(f"{name} must be a floating-point tensor, got {probs.dtype}")
     if probs.numel() == 0:
         raise ValueError(f"{name} is empty (shape {tuple(probs.shape)})")
-    # One fused check and one host synchronisation; details only when it fails.
-    finite = torch.isfinite(probs)
-    sums = probs.to(torch.float64).sum(-1)
-    ok = finite.all() & (probs >= 0).all() & ((sums - 1).abs() <= NORMALISATION_TOLERANCE).all()
-    if bool(ok):
-        return
-    if not bool(finite.all()):
+    wide = probs.to(torch.float64, copy=True)
+    sums = wide.sum(-1, keepdim=True)
+    ok = torch.isfinite(sums).all() & (wide.amin() >= 0) & ((sums - 1).abs() <= NORMALISATION_TOLERANCE).all()
+    if not bool(ok):
+        _raise_not_distributions(name, wide, sums)
+    return wide.div_(sums)
+
+
+def validate_distributions(name: str, probs: torch.Tensor) -> None:
+    """Raise ValueError naming `name` unless the last axis holds probability vectors."""
+    checked_float64_distributions(name, probs)
+
+
+def _raise_not_distributions(name: str, wide: torch.Tensor, sums: torch.Tensor) -> None:
+    if not bool(torch.isfinite(wide).all()):
         raise ValueError(f"{name} contains NaN or infinite values")
-    if bool((probs < 0).any()):
-        raise ValueError(f"{name} contains negative probabilities (min {probs.min().item():.3g})")
+    if bool((wide < 0).any()):
+        raise ValueError(f"{name} contains negative probabilities (min {wide.min().item():.3g})")
     worst = (sums - 1).abs().max().item()
     raise ValueError(
         f"{name} is not normalised: a row sums to 1 {worst:+.3g} away from 1 "
         f"(tolerance {NORMALISATION_TOLERANCE})"
     )
-
-
-def as_float64_distributions(probs: torch.Tensor) -> torch.Tensor:
-    """Cast to float64 and renormalise each row exactly (rows were validated first)."""
-    probs = probs.to(torch.float64)
-    return probs / probs.sum(-1, keepdim=True)
 
 
 def normalize(weights: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ from typing import Callable, Literal
 
 import torch
 
-from ..probs import as_float64_distributions, token_probs, validate_distributions
+from ..probs import checked_float64_distributions, token_probs
 from ..randomness import Randomness
 
 FinalKind = Literal["correction", "bonus"]
@@ -73,17 +73,18 @@ class VerifyInput:
         target_probs: torch.Tensor,  # [K, L+1, V]
     ) -> "VerifyInput":
         _check_shapes(draft_tokens, draft_probs, target_probs)
-        validate_distributions("draft_probs", draft_probs)
-        validate_distributions("target_probs", target_probs)
+        draft_probs = checked_float64_distributions("draft_probs", draft_probs)  # fresh copies,
+        target_probs = checked_float64_distributions("target_probs", target_probs)  # safe to edit
         tokens = draft_tokens.long()
         if bool((tokens < 0).any() | (tokens >= target_probs.shape[-1]).any()):
             raise ValueError(f"draft_tokens has ids outside [0, {target_probs.shape[-1]})")
-        draft_probs = as_float64_distributions(draft_probs)
-        target_probs = as_float64_distributions(target_probs)
+        # Shared trie nodes: overwrite each non-canonical row with its canonical copy, in place
+        # (only those rows move; the root is shared by every draft).
         rows = canonical_rows(tokens)  # [K, L+1]
-        depth = torch.arange(tokens.shape[1] + 1, device=tokens.device)
-        target_probs = target_probs[rows, depth]
-        draft_probs = draft_probs[rows[:, :-1], depth[:-1]]
+        k_idx, d_idx = (rows != torch.arange(rows.shape[0], device=rows.device)[:, None]).nonzero(as_tuple=True)
+        target_probs[k_idx, d_idx] = target_probs[rows[k_idx, d_idx], d_idx]
+        inner = d_idx < tokens.shape[1]
+        draft_probs[k_idx[inner], d_idx[inner]] = draft_probs[rows[k_idx[inner], d_idx[inner]], d_idx[inner]]
         # Checked on the canonical rows: those are the distributions the verifier uses.
         drafted = token_probs(draft_probs, tokens)
         if bool((drafted <= 0).any()):

@@ -1,0 +1,1 @@
+"""Benchmarks: numbers, not timed tests."""

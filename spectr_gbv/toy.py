@@ -1,0 +1,57 @@
+"""The Toy world: a small-vocabulary target/draft pair whose distributions can be shown in full.
+
+An eight-word bigram world. The target's next-word distribution depends on the previous
+word through a fixed table of preferences; the draft is a blurred copy (70 % target, 30 %
+uniform), so it agrees often but not always, which is what makes verification visible.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .models import FunctionModel
+
+WORDS = ["the", "cat", "dog", "sat", "ran", "on", "mat", "."]
+
+# PREFERENCES[previous word] = words it is likely to be followed by (weight 6, 3, 1 in order).
+PREFERENCES = {
+    "the": ["cat", "dog", "mat"],
+    "cat": ["sat", "ran", "."],
+    "dog": ["ran", "sat", "."],
+    "sat": ["on", ".", "the"],
+    "ran": ["on", ".", "the"],
+    "on": ["the", "mat", "dog"],
+    "mat": [".", "on", "the"],
+    ".": ["the", "the", "dog"],
+}
+DRAFT_TARGET_WEIGHT = 0.7
+
+
+def _target_probs(context: tuple[int, ...]) -> torch.Tensor:
+    weights = torch.full((len(WORDS),), 0.2, dtype=torch.float64)
+    previous = WORDS[context[-1]] if context else "."
+    for weight, word in zip((6.0, 3.0, 1.0), PREFERENCES[previous]):
+        weights[WORDS.index(word)] += weight
+    return weights / weights.sum()
+
+
+def _draft_probs(context: tuple[int, ...]) -> torch.Tensor:
+    uniform = torch.full((len(WORDS),), 1 / len(WORDS), dtype=torch.float64)
+    return DRAFT_TARGET_WEIGHT * _target_probs(context) + (1 - DRAFT_TARGET_WEIGHT) * uniform
+
+
+def toy_pair() -> tuple[FunctionModel, FunctionModel]:
+    """(target, draft) of the Toy world."""
+    return FunctionModel(_target_probs, len(WORDS), name="toy target"), FunctionModel(_draft_probs, len(WORDS), name="toy draft")
+
+
+def encode(text: str) -> list[int]:
+    """Words of the Toy world to ids; unknown words raise ValueError naming them."""
+    unknown = [w for w in text.split() if w not in WORDS]
+    if unknown:
+        raise ValueError(f"unknown word(s) {unknown}; the Toy world knows: {' '.join(WORDS)}")
+    return [WORDS.index(w) for w in text.split()]
+
+
+def decode(ids: list[int]) -> list[str]:
+    return [WORDS[i] for i in ids]
