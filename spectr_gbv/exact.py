@@ -60,6 +60,12 @@ class BranchingRandomness:
     def sample(self, probs: torch.Tensor) -> int:
         return self._choose(list(enumerate(probs.tolist())))
 
+    def coins_bounded(self, upper_bounds, exact):
+        # No uniforms to compare with the bounds: every exact probability is needed.
+        probs = exact(list(range(upper_bounds.numel())))
+        outcomes, uniforms = self.coins(probs)
+        return outcomes, uniforms, probs.tolist()
+
 
 def enumerate_outcomes(run: Callable[[Randomness], T]) -> list[tuple[float, T]]:
     """Every (probability, result) of `run(rng)` over all its random choices."""

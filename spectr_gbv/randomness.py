@@ -19,7 +19,7 @@ the code that runs in the app, not a separate model of it.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import torch
 
@@ -31,6 +31,18 @@ class Randomness(Protocol):
 
     def sample(self, probs: torch.Tensor) -> int:
         """One token id drawn from the distribution `probs` ([V], sums to 1)."""
+        ...
+
+    def coins_bounded(
+        self, upper_bounds: torch.Tensor, exact: Callable[[list[int]], torch.Tensor]
+    ) -> tuple[list[bool], list[float | None], list[float | None]]:
+        """Coins whose probabilities are costly but bounded above by `upper_bounds` [m].
+
+        `exact(positions)` returns the true probabilities at those positions. A source
+        that draws uniforms calls it only where eta_i < upper_bounds[i], since elsewhere the
+        coin fails whatever its exact probability; the outcomes are those of `coins` on the
+        exact probabilities. Returns (outcomes, uniforms, the probabilities computed or None).
+        """
         ...
 
 
@@ -62,6 +74,20 @@ class UniformRandomness:
 
     def sample(self, probs: torch.Tensor) -> int:
         return int(inverse_cdf(probs, self._uniforms(1, probs.device)[0]))
+
+    def coins_bounded(
+        self, upper_bounds: torch.Tensor, exact: Callable[[list[int]], torch.Tensor]
+    ) -> tuple[list[bool], list[float | None], list[float | None]]:
+        uniforms = self._uniforms(upper_bounds.numel(), upper_bounds.device)
+        possible = [i for i, ok in enumerate((uniforms < upper_bounds.to(torch.float64)).tolist()) if ok]
+        outcomes: list[bool] = [False] * len(uniforms)
+        probs: list[float | None] = [None] * len(uniforms)
+        if possible:
+            exact_probs = exact(possible).to(torch.float64)
+            decided = (uniforms[possible] < exact_probs).tolist()
+            for position, ok, prob in zip(possible, decided, exact_probs.tolist()):
+                outcomes[position], probs[position] = ok, prob
+        return outcomes, uniforms.tolist(), probs
 
 
 class TorchRandomness(UniformRandomness):

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spectr_gbv.methods import METHODS, VerifyInput
-from spectr_gbv.randomness import TorchRandomness
+from spectr_gbv.randomness import ScriptedRandomness, TorchRandomness
 
 EXACT = [name for name, spec in METHODS.items() if spec.exact]
 
@@ -83,5 +83,32 @@ def test_outputs_are_well_formed(inp, seed, name):
         # every emitted token is in the target's support at its position
         for position, token in enumerate(result.tokens):
             assert inp.target_probs[row, position, token] > 0
-        assert all(0.0 <= t.accept_prob <= 1.0 for t in result.tests)
+        assert all(0.0 <= t.accept_prob <= 1.0 for t in result.tests if t.accept_prob is not None)
     assert result.final_distribution[result.final_token] > 0
+
+
+class EagerScriptedRandomness(ScriptedRandomness):
+    """Scripted uniforms, but bounded coins are decided on every exact probability."""
+
+    def coins_bounded(self, upper_bounds, exact):
+        probs = exact(list(range(upper_bounds.numel())))
+        outcomes, uniforms = self.coins(probs)
+        return outcomes, uniforms, probs.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(verify_inputs(), st.lists(st.floats(0.0, 0.999999), min_size=200, max_size=200), st.sampled_from(["gbv", "spectr_gbv"]))
+def test_lazy_block_probabilities_decide_exactly_like_the_eager_rule(inp, uniforms, name):
+    """h_t <= omega_t lets a scan skip S_t when eta_t >= omega_t; the decisions must not change."""
+    spec = METHODS[name]
+    if not spec.multi_draft:
+        inp = VerifyInput.build(inp.draft_tokens[:1], inp.draft_probs[:1], inp.target_probs[:1])
+    lazy = spec.verify(inp, ScriptedRandomness(uniforms))
+    eager = spec.verify(inp, EagerScriptedRandomness(uniforms))
+    assert lazy.tokens == eager.tokens and lazy.winning_draft == eager.winning_draft
+    assert [(t.draft, t.start, t.length, t.accepted) for t in lazy.tests] == [(t.draft, t.start, t.length, t.accepted) for t in eager.tests]
+    for fast, full in zip(lazy.tests, eager.tests):
+        if fast.accept_prob is None:
+            assert fast.uniform >= full.accept_prob  # skipped only where the coin had to fail
+        else:
+            assert fast.accept_prob == full.accept_prob

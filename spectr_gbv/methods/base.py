@@ -129,14 +129,15 @@ class SubBlockTest:
     """One acceptance test a verifier made: may X^(draft)_{start+1 .. start+length} be accepted?
 
     `accept_prob` is the probability the rule gave the test (h for block rules, the ratio
-    test for token rules); `uniform` is the eta drawn (None under exact enumeration or when
-    the rule skipped the coin).
+    test for token rules), or None where a block rule decided without computing it (its
+    upper bound omega was already <= eta, see `gbv.scan_coins`); `uniform` is the eta
+    drawn (None under exact enumeration).
     """
 
     draft: int
     start: int
     length: int
-    accept_prob: float
+    accept_prob: float | None
     accepted: bool
     uniform: float | None = None
 

@@ -33,16 +33,46 @@ def block_weights(first_weight: torch.Tensor, later_ratios: torch.Tensor) -> tor
     return torch.exp(cumulative - running_max)
 
 
+def sub_block_probs(omega: torch.Tensor, mass: torch.Tensor) -> torch.Tensor:
+    """h_t = S_t / (S_t + 1 - omega_t), 1 where the denominator is 0 (then S_t = 0, omega_t = 1)."""
+    denominator = mass + 1.0 - omega
+    return torch.where(denominator > 0, mass / torch.where(denominator > 0, denominator, 1.0), 1.0).clamp(0.0, 1.0)
+
+
 def block_accept_probs(
     omega: torch.Tensor,  # [..., m]
     target_next: torch.Tensor,  # [..., m-1, V]: q at the node after t tokens, t = 1..m-1
     draft_next: torch.Tensor,  # [..., m-1, V]: p at the same nodes
 ) -> torch.Tensor:
-    """h_t = S_t / (S_t + 1 - omega_t) for t < m (1 if the denominator is 0); h_m = omega_m."""
+    """All of h_1..h_m at once: h_t = S_t / (S_t + 1 - omega_t) for t < m; h_m = omega_m."""
     mass = residual_mass(target_next, draft_next, omega[..., :-1])
-    denominator = mass + 1.0 - omega[..., :-1]
-    h = torch.where(denominator > 0, mass / torch.where(denominator > 0, denominator, 1.0), 1.0)
-    return torch.cat([h.clamp(0.0, 1.0), omega[..., -1:]], dim=-1)
+    return torch.cat([sub_block_probs(omega[..., :-1], mass), omega[..., -1:]], dim=-1)
+
+
+def scan_coins(
+    rng: Randomness,
+    omega: torch.Tensor,  # [m]
+    target_next: torch.Tensor,  # [m-1, V]
+    draft_next: torch.Tensor,  # [m-1, V]
+) -> tuple[list[bool], list[float | None], list[float | None]]:
+    """The m coins of one GBV scan, computing h_t only where the coin can succeed.
+
+    S_t <= omega_t, hence h_t <= omega_t: a coin with eta_t >= omega_t fails whatever
+    S_t is, and its O(V) residual mass is never computed. Deviation from paper: an
+    evaluation shortcut only; the outcomes equal those of the eager rule for the same eta.
+    """
+    last = omega.shape[-1] - 1
+
+    def exact(positions: list[int]) -> torch.Tensor:
+        h = omega[positions].clone()  # h_m = omega_m
+        inner = [i for i, t in enumerate(positions) if t < last]
+        if inner:
+            rows = [positions[i] for i in inner]
+            mass = residual_mass(target_next[rows], draft_next[rows], omega[rows])
+            h[inner] = sub_block_probs(omega[rows], mass)
+        return h
+
+    return rng.coins_bounded(omega, exact)
 
 
 def last_success(outcomes: list[bool]) -> int:
@@ -50,20 +80,23 @@ def last_success(outcomes: list[bool]) -> int:
     return max((t + 1 for t, ok in enumerate(outcomes) if ok), default=0)
 
 
-def scan_probs(inp: VerifyInput) -> tuple[torch.Tensor, torch.Tensor]:
-    """(omega, h) of draft 0, each [L]."""
+def scan_weights(inp: VerifyInput) -> torch.Tensor:
+    """omega of draft 0 ([L]): omega_1 = min(q_1(X_1)/p_1(X_1), 1), then GBV's recursion."""
     tokens = inp.draft_tokens[0]
     ratios = token_probs(inp.target_probs[0, :-1], tokens) / token_probs(inp.draft_probs[0], tokens)
-    omega = block_weights(ratios[0].clamp(max=1.0), ratios[1:])
-    h = block_accept_probs(omega, inp.target_probs[0, 1:-1], inp.draft_probs[0, 1:])
-    return omega, h
+    return block_weights(ratios[0].clamp(max=1.0), ratios[1:])
+
+
+def scan_probs(inp: VerifyInput) -> tuple[torch.Tensor, torch.Tensor]:
+    """(omega, h) of draft 0, each [L], all computed (theory, tests, viewers)."""
+    omega = scan_weights(inp)
+    return omega, block_accept_probs(omega, inp.target_probs[0, 1:-1], inp.draft_probs[0, 1:])
 
 
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
-    omega, h = scan_probs(inp)
-    outcomes, uniforms = rng.coins(h)
-    h_list = h.tolist()
-    tests = [SubBlockTest(0, 0, t + 1, h_list[t], outcomes[t], uniforms[t]) for t in range(inp.draft_length)]
+    omega = scan_weights(inp)
+    outcomes, uniforms, h = scan_coins(rng, omega, inp.target_probs[0, 1:-1], inp.draft_probs[0, 1:])
+    tests = [SubBlockTest(0, 0, t + 1, h[t], outcomes[t], uniforms[t]) for t in range(inp.draft_length)]
     tau = last_success(outcomes)
     if tau == inp.draft_length:
         final_distribution, kind = inp.target_probs[0, tau], "bonus"

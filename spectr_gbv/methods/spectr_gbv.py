@@ -31,32 +31,43 @@ import torch
 from ..probs import residual, token_probs
 from ..randomness import Randomness
 from .base import SubBlockTest, VerifyInput, VerifyResult
-from .gbv import block_accept_probs, block_weights, last_success
+from .gbv import block_accept_probs, block_weights, last_success, scan_coins
 from .spectr import kseq_beta, kseq_residual, optimal_rho
 
 
 @dataclass(frozen=True)
-class NodeAttempts:
-    """Everything decided at node u before any coin: one GBV scan plan per unused draft."""
+class NodeWeights:
+    """What is decided at node u before any coin, for the n unused drafts through u."""
 
     rho: torch.Tensor  # scalar
     beta: torch.Tensor  # scalar
-    omega: torch.Tensor  # [n, m] residual weights of each unused draft's remaining tokens
-    h: torch.Tensor  # [n, m] sub-block acceptance probabilities
+    omega: torch.Tensor  # [n, m] residual weights of each unused draft's remaining m tokens
 
 
-def plan_node(inp: VerifyInput, depth: int, node_target: torch.Tensor, unused: list[int]) -> NodeAttempts:
-    """Batched over the n unused drafts at depth d: rho*, beta and every draft's (omega, h)."""
+def node_weights(inp: VerifyInput, depth: int, node_target: torch.Tensor, unused: list[int]) -> NodeWeights:
+    """rho*, beta and every unused draft's omega at depth d, batched; O(n m) beyond rho*."""
     node_draft = inp.draft_probs[unused[0], depth]  # canonical p(. | u): identical for all unused
     rho = optimal_rho(node_target, node_draft, len(unused))
-    tokens = inp.draft_tokens[unused, depth:]  # [n, m]
-    target_rows = inp.target_probs[unused, depth:]  # [n, m+1, V] nodes u, u y_1, ..., u y_{1:m}
-    draft_rows = inp.draft_probs[unused, depth:]  # [n, m, V]
+    tokens = select_drafts(inp.draft_tokens, unused)[:, depth:]  # [n, m]
+    target_rows = select_drafts(inp.target_probs, unused)[:, depth:]  # [n, m+1, V] nodes u .. u y_{1:m}
+    draft_rows = select_drafts(inp.draft_probs, unused)[:, depth:]  # [n, m, V]
     first = torch.clamp(token_probs(node_target, tokens[:, 0]) / (rho * token_probs(node_draft, tokens[:, 0])), max=1.0)
     later = token_probs(target_rows[:, 1:-1], tokens[:, 1:]) / token_probs(draft_rows[:, 1:], tokens[:, 1:])
-    omega = block_weights(first, later)
-    h = block_accept_probs(omega, target_rows[:, 1:-1], draft_rows[:, 1:])
-    return NodeAttempts(rho, kseq_beta(node_target, node_draft, rho), omega, h)
+    return NodeWeights(rho, kseq_beta(node_target, node_draft, rho), block_weights(first, later))
+
+
+def node_accept_probs(inp: VerifyInput, depth: int, unused: list[int], omega: torch.Tensor) -> torch.Tensor:
+    """Every h_t of every unused draft at depth d, [n, m] (the theory line needs them all)."""
+    rows = slice(depth + 1, inp.draft_length)  # nodes after t = 1..m-1 tokens
+    return block_accept_probs(omega, select_drafts(inp.target_probs, unused)[:, rows], select_drafts(inp.draft_probs, unused)[:, rows])
+
+
+def select_drafts(tensor: torch.Tensor, drafts: list[int]) -> torch.Tensor:
+    """tensor[drafts] as a view when the drafts are a contiguous run (the usual case at the
+    root, where all K are unused), avoiding a copy of [n, L, V] rows."""
+    if drafts == list(range(drafts[0], drafts[0] + len(drafts))):
+        return tensor[drafts[0] : drafts[0] + len(drafts)]
+    return tensor[drafts]
 
 
 def committed_node(inp: VerifyInput, depth: int, draft: int, stop: int, omega: torch.Tensor):
@@ -79,24 +90,24 @@ def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     unused = list(range(inp.num_drafts))
     tests: list[SubBlockTest] = []
     while unused:
-        plan = plan_node(inp, depth, node_target, unused)
-        h_rows = plan.h.tolist()
+        weights = node_weights(inp, depth, node_target, unused)
         committed = False
         for position, j in enumerate(unused):
-            outcomes, uniforms = rng.coins(plan.h[position])
-            tests += [SubBlockTest(j, depth, t + 1, h_rows[position][t], outcomes[t], uniforms[t]) for t in range(L - depth)]
+            omega = weights.omega[position]
+            outcomes, uniforms, h = scan_coins(rng, omega, inp.target_probs[j, depth + 1 : L], inp.draft_probs[j, depth + 1 : L])
+            tests += [SubBlockTest(j, depth, t + 1, h[t], outcomes[t], uniforms[t]) for t in range(L - depth)]
             stop = last_success(outcomes)
             if stop == 0:
                 continue  # this draft is spent; it is NOT reused deeper
             if stop == L - depth:  # the whole remaining block: bonus token
                 bonus = inp.target_probs[j, L]
                 return VerifyResult(inp.draft_tokens[j].tolist(), rng.sample(bonus), "bonus", bonus, L, j, tests)
-            depth, node_target = committed_node(inp, depth, j, stop, plan.omega[position])
+            depth, node_target = committed_node(inp, depth, j, stop, omega)
             unused, winner, committed = consistent_unused(inp, unused[position + 1 :], j, depth), j, True
             break
         if not committed:  # all unused drafts failed at u: the K-SEQ residual
             node_draft = inp.draft_probs[unused[0], depth]
-            final = kseq_residual(node_target, node_draft, plan.rho, len(unused)) if plan.beta > 0 else node_target
+            final = kseq_residual(node_target, node_draft, weights.rho, len(unused)) if weights.beta > 0 else node_target
             return _correction(inp, rng, final, depth, winner, tests)
     return _correction(inp, rng, node_target, depth, winner, tests)  # no draft left at u: Y ~ f
 
@@ -117,9 +128,10 @@ def expected_accepted(inp: VerifyInput) -> float:
     def expected(depth: int, node_target: torch.Tensor, unused: list[int]) -> float:
         if not unused:
             return 0.0
-        plan = plan_node(inp, depth, node_target, unused)
-        after = torch.flip(torch.cumprod(torch.flip(1.0 - plan.h, [-1]), -1), [-1])  # prod_{s>=t}(1-h_s)
-        stop_probs = plan.h * torch.cat([after[:, 1:], torch.ones_like(after[:, :1])], dim=-1)  # [n, m]
+        weights = node_weights(inp, depth, node_target, unused)
+        h = node_accept_probs(inp, depth, unused, weights.omega)
+        after = torch.flip(torch.cumprod(torch.flip(1.0 - h, [-1]), -1), [-1])  # prod_{s>=t}(1-h_s)
+        stop_probs = h * torch.cat([after[:, 1:], torch.ones_like(after[:, :1])], dim=-1)  # [n, m]
         stop_rows, fail_probs = stop_probs.tolist(), after[:, 0].tolist()
         reach, total = 1.0, 0.0
         for position, j in enumerate(unused):
@@ -128,7 +140,7 @@ def expected_accepted(inp: VerifyInput) -> float:
                     continue
                 gain = float(t)
                 if t < L - depth:
-                    new_depth, new_target = committed_node(inp, depth, j, t, plan.omega[position])
+                    new_depth, new_target = committed_node(inp, depth, j, t, weights.omega[position])
                     later = consistent_unused(inp, unused[position + 1 :], j, new_depth)
                     gain += expected(new_depth, new_target, later)
                 total += reach * prob * gain
