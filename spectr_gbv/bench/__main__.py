@@ -24,11 +24,11 @@ import torch
 from .. import generate, load_pair
 from ..models.hf import chat_prompt_ids
 
-PROMPTS = {
-    "code": "Write a Python function that returns the n-th Fibonacci number.",
-    "math": "A shop sells pens at 3 dollars each. How much do 7 pens cost? Explain step by step.",
-    "story": "Tell a short story about a lighthouse keeper who finds a message in a bottle.",
-    "instructions": "Give three tips for learning a new language.",
+PROMPTS = {  # held out from the draft's training prompts (spectr_gbv.distill)
+    "code": "Write a Python function that checks whether a year is a leap year.",
+    "math": "A car uses 6 litres of fuel per 100 km. How much fuel does it need for 250 km?",
+    "story": "Write a short story about a fox who opens a bakery.",
+    "instructions": "How can I keep my kitchen clean when I have little time?",
 }
 
 
@@ -136,7 +136,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 prompts, K=4, L=4, T=0.7, 32 tokens")
     parser.add_argument("--target", default="default")
     parser.add_argument("--draft", default=None, help="default: the target's first --draft-layers layers")
-    parser.add_argument("--draft-layers", type=int, default=10)
+    parser.add_argument("--draft-layers", type=int, default=None, help="use the target's first n layers as the draft")
     parser.add_argument("--methods", nargs="+", default=["sd", "rrs", "spectr", "gbv", "spectr_gbv", "spectr_gbv_released"])
     parser.add_argument("--drafts", nargs="+", type=int, default=[1, 4, 8])
     parser.add_argument("--lengths", nargs="+", type=int, default=[4, 8])

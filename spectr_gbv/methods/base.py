@@ -22,7 +22,7 @@ from typing import Callable, Literal
 
 import torch
 
-from ..probs import checked_float64_distributions, token_probs
+from ..probs import checked_float64_distributions, residual, token_probs
 from ..randomness import Randomness
 
 FinalKind = Literal["correction", "bonus"]
@@ -166,6 +166,26 @@ class VerifyResult:
     @property
     def rejected_tests(self) -> list[SubBlockTest]:
         return [t for t in self.tests if not t.accepted]
+
+
+def single_draft_result(
+    inp: VerifyInput, rng: Randomness, tau: int, tests: list[SubBlockTest], weight: float | torch.Tensor = 1.0
+) -> VerifyResult:
+    """The end of a single-draft rule (SD, GBV): with tau = L a bonus token from q_{L+1},
+    else a correction token from norm((weight * q_{tau+1} - p_{tau+1})_+)."""
+    if tau == inp.draft_length:
+        final, kind = inp.target_probs[0, tau], "bonus"
+    else:
+        final, kind = residual(inp.target_probs[0, tau], inp.draft_probs[0, tau], weight), "correction"
+    return VerifyResult(
+        accepted_tokens=inp.draft_tokens[0, :tau].tolist(),
+        final_token=rng.sample(final),
+        final_kind=kind,
+        final_distribution=final,
+        final_position=tau,
+        winning_draft=0 if tau > 0 else None,
+        tests=tests,
+    )
 
 
 Verify = Callable[[VerifyInput, Randomness], VerifyResult]

