@@ -24,7 +24,8 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 bench: $(STAMP)
-	$(PY) -m spectr_gbv.bench --quick
+	$(PY) -m spectr_gbv.bench --methods sd rrs gbv spectr spectr_gbv spectr_gbv_released \
+		--drafts 4 --lengths 6 --temperatures 0.7 --max-new-tokens 48
 
 bench-verify: $(STAMP)
 	$(PY) -m spectr_gbv.bench.verify

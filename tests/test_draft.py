@@ -48,10 +48,10 @@ def test_a_restricted_draft_keeps_greedy_equality(restricted_pair, method):
     assert run.tokens == greedy(target, [3, 4, 5], 15)
 
 
-needs_draft = pytest.mark.skipif(not (DRAFT_ASSETS / DRAFT_WEIGHTS).is_file(), reason="no trained draft in assets/draft")
 
 
-@needs_draft
+
+
 def test_the_shipped_draft_is_small_and_loads_as_an_ordinary_model():
     assert (DRAFT_ASSETS / DRAFT_WEIGHTS).stat().st_size <= 25 * 2**20
     loaded = load_model(DEFAULT_DRAFT, device="cpu")
@@ -59,7 +59,7 @@ def test_the_shipped_draft_is_small_and_loads_as_an_ordinary_model():
     assert loaded.output_token_ids is not None and len(loaded.output_token_ids) == 8192
 
 
-@needs_draft
+
 def test_the_default_pair_uses_the_shipped_draft_which_shares_the_tokenizer():
     target, draft, tokenizer = load_pair("default", device="cpu")
     assert draft.name.startswith("distilled draft")

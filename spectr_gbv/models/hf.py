@@ -137,7 +137,9 @@ def default_draft_dir() -> Path:
     reused = meta["reused_layers"]
     target_dir = default_target_dir()
     base = load_file(str(target_dir / "model.safetensors"))
-    tensors = {k: v for k, v in base.items() if k == "model.embed_tokens.weight"}
+    # The tied embedding/head matrix is stored once, under either name.
+    embedding = base.get("model.embed_tokens.weight", base.get("lm_head.weight"))
+    tensors = {"model.embed_tokens.weight": embedding}
     for key, value in base.items():
         if key.startswith("model.layers.") and int(key.split(".")[2]) < reused:
             tensors[key] = value
@@ -173,12 +175,17 @@ def _from_folder_or_hub(source: str, device: torch.device, dtype: torch.dtype) -
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
-        model = AutoModelForCausalLM.from_pretrained(source, trust_remote_code=False, dtype=dtype)
+        model, info = AutoModelForCausalLM.from_pretrained(
+            source, trust_remote_code=False, dtype=dtype, output_loading_info=True
+        )
     except (OSError, ValueError) as error:
         raise ValueError(
             f"could not load model {source!r}: not a local model folder, and not reachable as a hub id "
             f"({str(error).splitlines()[0]})"
         ) from error
+    if info.get("missing_keys"):
+        # transformers would run with randomly initialised weights; refuse instead.
+        raise ValueError(f"model {source!r} is incomplete: missing weights {sorted(info['missing_keys'])[:5]}")
     restricted = Path(source) / OUTPUT_TOKEN_IDS_FILE
     output_ids = json.loads(restricted.read_text()) if restricted.is_file() else None
     return LoadedModel(source, model.to(device).eval(), tokenizer, output_ids)
@@ -278,13 +285,16 @@ class HFSession:
         self.forward_calls = 0
 
     @torch.inference_mode()
-    def _forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+    def _forward(self, input_ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        """Feed input_ids [K, n]; logits of the last `keep` positions only, [K, keep, V]
+        (the head is the costliest layer of a small model: the prompt's prefill needs one row)."""
         self.forward_calls += 1
         model = self.model
         if model.output_token_ids is None:
-            out = model.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True)
+            out = model.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True, logits_to_keep=keep)
             return out.logits[..., : model.vocab_size].float()
         hidden = model.model.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True).last_hidden_state
+        hidden = hidden[:, -keep:]
         logits = torch.full((*hidden.shape[:-1], model.vocab_size), float("-inf"), device=hidden.device)
         logits[..., model.output_token_ids] = (hidden @ model.output_head.T).float()
         return logits
@@ -313,12 +323,12 @@ class HFSession:
         rows = blocks.shape[0]
         self._expand(rows)
         prefix = self._ids([self.pending]).expand(rows, -1)
-        logits = self._forward(torch.cat([prefix, blocks.to(self.model.device)], dim=1))
-        n_pending = len(self.pending)
-        self.cached += n_pending
+        # q after the context (at the last pending token), then after each block prefix.
+        logits = self._forward(torch.cat([prefix, blocks.to(self.model.device)], dim=1), keep=blocks.shape[1] + 1)
+        self.cached += len(self.pending)
         self.pending = []
         self.branch_tokens = blocks.to(self.model.device)
-        return logits[:, n_pending - 1 :]  # q after the context, then after each block prefix
+        return logits
 
     def commit(self, branch: int, tokens: Sequence[int]) -> None:
         tokens = list(tokens)
