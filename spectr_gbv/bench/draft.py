@@ -7,7 +7,8 @@
   held-out prompts of `spectr_gbv.distill.HELD_OUT_PROMPTS` (2 each of code, math,
   story, instructions), 64 tokens each, teacher-forced through both models;
 * the draft's wall time per drafting step at K = 4 (one batched one-token forward of 4
-  rows with a KV cache) against one target decoding step (batch 1, KV cache), medians.
+  rows with a KV cache) against one target decoding step (batch 1, KV cache), medians;
+* the target's verification forward at K = 4, L = 6 (4 x 7 positions, warm cache).
 """
 
 from __future__ import annotations
@@ -49,6 +50,21 @@ def step_ms(model, prompt_ids: list[int], rows: int, repeats: int = 25) -> float
     return statistics.median(samples)
 
 
+def score_ms(model, prompt_ids: list[int], rows: int, length: int, repeats: int = 10) -> float:
+    """One verification forward: K blocks of L tokens after one pending token, warm cache."""
+    session = model.start(prompt_ids)
+    session.branch_logits(1)
+    session.commit(0, [prompt_ids[-1]])
+    blocks = torch.full((rows, length), prompt_ids[-1])
+    samples = []
+    for _ in range(repeats + 2):
+        start = time.perf_counter()
+        session.score(blocks)
+        samples.append((time.perf_counter() - start) * 1e3)
+        session.commit(0, [prompt_ids[-1]])  # keep the cache at the same length
+    return statistics.median(samples[2:])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json")
@@ -63,13 +79,16 @@ def main() -> None:
     overall = sum(sum(v) for v in per_kind.values()) / sum(len(v) for v in per_kind.values())
     prompt = chat_prompt_ids(tokenizer, HELD_OUT_PROMPTS[0][1])
     target_ms, draft_ms = step_ms(target, prompt, 1), step_ms(draft, prompt, 4)
+    scoring_ms = score_ms(target, prompt, 4, 6)
     result = {"draft": draft.name, "temperature": TEMPERATURE, "alpha": overall, "alpha_per_kind": alphas,
-              "target_step_ms": target_ms, "draft_step_k4_ms": draft_ms, "draft_over_target": draft_ms / target_ms}
+              "target_step_ms": target_ms, "draft_step_k4_ms": draft_ms, "draft_over_target": draft_ms / target_ms,
+              "target_scoring_k4_l6_ms": scoring_ms}
     print(f"Draft: {draft.name}; held-out prompts: {len(HELD_OUT_PROMPTS)}; T = {TEMPERATURE}\n")
     print("| alpha (all) | " + " | ".join(f"alpha ({k})" for k in alphas) + " | draft step, K=4 | target step | ratio |")
     print("|---|" + "---|" * (len(alphas) + 3))
     print(f"| {overall:.3f} | " + " | ".join(f"{a:.3f}" for a in alphas.values())
           + f" | {draft_ms:.1f} ms | {target_ms:.1f} ms | {draft_ms / target_ms:.0%} |")
+    print(f"\nTarget verification forward (K = 4 blocks of L = 6, one call, warm cache): {scoring_ms:.1f} ms")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=2)
