@@ -127,9 +127,9 @@ def sample_continuations(target, tokenizer, prompts: list[str], seed: int, batch
     return out
 
 
-def teacher_records(target, sequences: list[tuple[list[int], int]]) -> list[dict]:
-    """Per sequence: hidden state after REUSED_LAYERS layers, and the target's top-k next-token
-    distributions at the positions that predict continuation tokens."""
+def teacher_records(target, sequences: list[tuple[list[int], int]], reused: int = REUSED_LAYERS) -> list[dict]:
+    """Per sequence: hidden state after the `reused` first layers, and the target's top-k
+    next-token distributions at the positions that predict continuation tokens."""
     records = []
     for ids, prompt_length in sequences:
         if len(ids) - prompt_length < 2:
@@ -139,7 +139,7 @@ def teacher_records(target, sequences: list[tuple[list[int], int]]) -> list[dict
         probs = torch.softmax(out.logits[0, prompt_length - 1 : -1].float(), -1)
         top = torch.topk(probs, TEACHER_TOP, dim=-1)
         records.append({
-            "hidden": out.hidden_states[REUSED_LAYERS][0].clone(),  # [S, H], input of layer REUSED_LAYERS
+            "hidden": out.hidden_states[reused][0].clone(),  # [S, H], the input of layer `reused`
             "start": prompt_length - 1,
             "top_ids": top.indices,
             "top_probs": top.values,
@@ -162,13 +162,13 @@ def choose_output_tokens(records: list[dict], vocab: int, always: list[int]) -> 
 class DraftHead(torch.nn.Module):
     """The trained part: one decoder layer and a final norm, over frozen reused layers."""
 
-    def __init__(self, target, init_layer: int = REUSED_LAYERS):
+    def __init__(self, target, init_layer: int = REUSED_LAYERS, reused: int = REUSED_LAYERS):
         super().__init__()
         import copy
 
         inner = target.model
         self.layer = copy.deepcopy(inner.layers[init_layer])
-        self.layer.self_attn.layer_idx = REUSED_LAYERS
+        self.layer.self_attn.layer_idx = reused
         self.norm = copy.deepcopy(inner.norm)
         for parameter in [*self.layer.parameters(), *self.norm.parameters()]:
             parameter.requires_grad_(True)  # copies of frozen target weights: these are trained
@@ -235,6 +235,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--init-layer", type=int, default=REUSED_LAYERS, help="target layer the new layer starts from")
     parser.add_argument("--samples-cache", help="reuse/save the sampled sequences here (a .pt file)")
+    parser.add_argument("--reused-layers", type=int, default=REUSED_LAYERS, help="frozen target layers under the new one")
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     started = time.time()
@@ -253,7 +254,7 @@ def main() -> None:
         if cache is not None:
             torch.save(sequences, cache)
     print(f"sampled {sum(len(s) - n for s, n in sequences)} continuation tokens in {time.time() - started:.0f} s", flush=True)
-    records = teacher_records(target, sequences)
+    records = teacher_records(target, sequences, args.reused_layers)
     special = [t for t in {tokenizer.eos_token_id, tokenizer.bos_token_id} if t is not None]
     output_ids = choose_output_tokens(records, len(tokenizer), special)
     token_index = torch.full((len(tokenizer),), -1, dtype=torch.long)
@@ -262,10 +263,10 @@ def main() -> None:
     coverage /= sum(r["top_probs"].shape[0] for r in records)
     print(f"teacher data ready after {time.time() - started:.0f} s; head covers {coverage:.3f} of the target's mass", flush=True)
     head = target.get_output_embeddings().weight[output_ids].detach()
-    draft = DraftHead(target, args.init_layer)
+    draft = DraftHead(target, args.init_layer, args.reused_layers)
     losses = train(draft, head, records, token_index, args.epochs, args.seed, args.lr)
     meta = {
-        "base": "default", "reused_layers": REUSED_LAYERS, "new_layers": 1, "output_tokens": OUTPUT_TOKENS,
+        "base": "default", "reused_layers": args.reused_layers, "new_layers": 1, "output_tokens": OUTPUT_TOKENS,
         "init_layer": args.init_layer, "lr": args.lr,
         "sequences": len(records), "continuation_tokens": sum(r["top_ids"].shape[0] for r in records),
         "sample_temperature": SAMPLE_TEMPERATURE, "epochs": args.epochs, "seed": args.seed,

