@@ -98,8 +98,16 @@ def default_target_dir() -> Path:
     AutoConfig.for_model(**config).save_pretrained(staging)
     save_model(model, str(staging / "model.safetensors"))
     tokenizer.save_pretrained(staging)
-    staging.replace(folder)  # appears whole or not at all
+    _publish(staging, folder)
     return folder
+
+
+def _publish(staging: Path, folder: Path) -> None:
+    """Move a finished folder into place, so the cache holds it whole or not at all."""
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)  # an incomplete leftover of an interrupted run
+    staging.replace(folder)
 
 
 # A model folder may carry this file: the token ids its output head is restricted to
@@ -157,7 +165,7 @@ def default_draft_dir() -> Path:
         if name.startswith(("tokenizer", "special_tokens", "chat_template")):
             shutil.copy(target_dir / name, staging / name)
     shutil.copy(DRAFT_ASSETS / OUTPUT_TOKEN_IDS_FILE, staging / OUTPUT_TOKEN_IDS_FILE)
-    staging.replace(folder)
+    _publish(staging, folder)
     return folder
 
 
