@@ -39,11 +39,6 @@ def checked_float64_distributions(name: str, probs: torch.Tensor) -> torch.Tenso
     return wide.div_(sums)
 
 
-def validate_distributions(name: str, probs: torch.Tensor) -> None:
-    """Raise ValueError naming `name` unless the last axis holds probability vectors."""
-    checked_float64_distributions(name, probs)
-
-
 def _raise_not_distributions(name: str, wide: torch.Tensor, sums: torch.Tensor) -> None:
     if not bool(torch.isfinite(wide).all()):
         raise ValueError(f"{name} contains NaN or infinite values")

@@ -102,10 +102,14 @@ def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     return single_draft_result(inp, rng, tau, tests, weight)
 
 
+def all_fail_from(h: torch.Tensor) -> torch.Tensor:
+    """prod_{s>=t} (1 - h_s) for every t: P(no coin from t on succeeds). h: [..., m] -> [..., m]"""
+    return torch.flip(torch.cumprod(torch.flip(1.0 - h, [-1]), -1), [-1])
+
+
 def expected_from_h(h: torch.Tensor) -> torch.Tensor:
     """E[tau | draft] = sum_i [1 - prod_{j>=i} (1 - h_j)] (ALGORITHMS.md 3.3). h: [..., m]"""
-    survive_from = torch.flip(torch.cumprod(torch.flip(1.0 - h, [-1]), -1), [-1])
-    return (1.0 - survive_from).sum(-1)
+    return (1.0 - all_fail_from(h)).sum(-1)
 
 
 def expected_accepted(inp: VerifyInput) -> float:

@@ -31,7 +31,7 @@ import torch
 from ..probs import residual, token_probs
 from ..randomness import Randomness
 from .base import SubBlockTest, VerifyInput, VerifyResult
-from .gbv import block_accept_probs, block_weights, last_success, scan_coins
+from .gbv import all_fail_from, block_accept_probs, block_weights, last_success, scan_coins
 from .spectr import kseq_beta, kseq_residual, optimal_rho
 
 
@@ -130,7 +130,7 @@ def expected_accepted(inp: VerifyInput) -> float:
             return 0.0
         weights = node_weights(inp, depth, node_target, unused)
         h = node_accept_probs(inp, depth, unused, weights.omega)
-        after = torch.flip(torch.cumprod(torch.flip(1.0 - h, [-1]), -1), [-1])  # prod_{s>=t}(1-h_s)
+        after = all_fail_from(h)  # prod_{s>=t}(1-h_s)
         stop_probs = h * torch.cat([after[:, 1:], torch.ones_like(after[:, :1])], dim=-1)  # [n, m]
         stop_rows, fail_probs = stop_probs.tolist(), after[:, 0].tolist()
         reach, total = 1.0, 0.0

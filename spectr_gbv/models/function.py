@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from ..probs import validate_distributions
+from ..probs import checked_float64_distributions
 
 ProbsFn = Callable[[tuple[int, ...]], "torch.Tensor | Sequence[float]"]
 
@@ -32,8 +32,7 @@ class FunctionModel:
         probs = torch.as_tensor(self.probs_fn(tuple(int(t) for t in context)), dtype=torch.float64)
         if probs.shape != (self.vocab_size,):
             raise ValueError(f"{self.name}: probs_fn returned shape {tuple(probs.shape)}, expected ({self.vocab_size},)")
-        validate_distributions(f"{self.name}: probs_fn output", probs)
-        return probs / probs.sum()
+        return checked_float64_distributions(f"{self.name}: probs_fn output", probs)
 
     def start(self, prompt_ids: Sequence[int]) -> "FunctionSession":
         return FunctionSession(self, list(prompt_ids))
