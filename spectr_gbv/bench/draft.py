@@ -36,6 +36,12 @@ def alpha_per_position(target, draft, prompt_ids: list[int], continuation: list[
     return torch.minimum(p, q).sum(-1)
 
 
+def _sync() -> None:
+    # CUDA kernels run asynchronously: a wall-clock sample must wait for them.
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def step_ms(model, prompt_ids: list[int], rows: int, repeats: int = 25) -> float:
     session = model.start(prompt_ids)
     session.branch_logits(rows)
@@ -44,8 +50,10 @@ def step_ms(model, prompt_ids: list[int], rows: int, repeats: int = 25) -> float
         session.extend_branches(token)
     samples = []
     for _ in range(repeats):
+        _sync()
         start = time.perf_counter()
         session.extend_branches(token)
+        _sync()
         samples.append((time.perf_counter() - start) * 1e3)
     return statistics.median(samples)
 
@@ -58,8 +66,10 @@ def score_ms(model, prompt_ids: list[int], rows: int, length: int, repeats: int 
     blocks = torch.full((rows, length), prompt_ids[-1])
     samples = []
     for _ in range(repeats + 2):
+        _sync()
         start = time.perf_counter()
         session.score(blocks)
+        _sync()
         samples.append((time.perf_counter() - start) * 1e3)
         session.commit(0, [prompt_ids[-1]])  # keep the cache at the same length
     return statistics.median(samples[2:])
