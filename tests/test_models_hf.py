@@ -44,7 +44,7 @@ def tiny_pair(tiny_dirs):
 
 def full_logits(model: HFModel, ids: list[int]) -> torch.Tensor:
     with torch.inference_mode():
-        return model.model(torch.tensor([ids])).logits[0, :, : model.vocab_size].float()
+        return model.model(torch.tensor([ids], device=model.device)).logits[0, :, : model.vocab_size].float()
 
 
 def test_cached_scoring_and_drafting_equal_a_full_recompute(tiny_pair):
