@@ -1,100 +1,396 @@
 """SpecTr-GBV Explorer: the Gradio app.
 
-This first version decodes a prompt with any method on the offline default pair
-(SmolLM2-135M-Instruct with its distilled draft) or on the Toy world (an eight-word
-bigram pair whose distributions are known exactly), and shows each output token coloured
-by provenance with the run's metrics. The full explorer (iteration explorer, compare,
-sweep and fidelity views) is built on the same library in later work.
+Views: Generate (streamed, tokens coloured by provenance), Iteration explorer (the K draft
+blocks of each iteration, the accepted sub-block, the residual), Compare (methods side by
+side, optionally coupled on the same drafts and draws), Sweep (K, L or T), Fidelity
+(empirical against exact law) and About.
+
+Handlers are thin: UI values are checked by `components.settings`, the library
+(`spectr_gbv`) produces run records, and pure functions in `components` turn records into
+HTML and Plotly figures. Public API endpoints: /generate, /compare, /sweep, /fidelity.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported
+
+import functools
+import time
+from pathlib import Path
 
 import gradio as gr
 
-from components.text import provenance_html
-from spectr_gbv import AUTOREGRESSIVE, METHODS, generate
-from spectr_gbv.toy import WORDS, decode, encode, toy_pair
-
-DEFAULT_PAIR = "SmolLM2-135M-Instruct + distilled draft (offline default)"
-TOY_WORLD = "Toy world (8 words, exact distributions)"
-PAIRS = [DEFAULT_PAIR, TOY_WORLD]
-METHOD_CHOICES = [("AR (plain target sampling)", AUTOREGRESSIVE)] + [(spec.label, name) for name, spec in METHODS.items()]
-LOSSY_NOTE = (
-    "**Note:** `SpecTr-GBV as released (lossy)` is the authors' released verifier. It does **not** preserve the "
-    "target distribution (exact computation: total-variation error about 0.11 on the GBV paper's two-token "
-    "example). The project's `SpecTr-GBV` is an exact multi-draft block verifier; it equals GBV at K = 1 and SpecTr at L = 1."
+from components import figures
+from components.about import about_markdown
+from components.gpu import gpu
+from components.grid import draft_grid_html
+from components.settings import (
+    MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE, check_method, check_methods, check_prompt, number,
+    settings,
 )
+from components.text import LOSSY_NOTE, metrics_line, provenance_html, side_by_side_html
+from spectr_gbv import AUTOREGRESSIVE, METHODS
+from spectr_gbv.coupled import coupled_run
+from spectr_gbv.engine import decode_iterations, generate
+from spectr_gbv.fidelity import fidelity
+from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair
+from spectr_gbv.records import RunRecord
+from spectr_gbv.sweep import AXES, sweep
+
+ASSETS = Path(__file__).parent / "assets"
+PAIR_CHOICES = [(info.label, key) for key, info in PAIRS.items()]
+METHOD_CHOICES = [("AR (plain target sampling)", AUTOREGRESSIVE)] + [(spec.label, name) for name, spec in METHODS.items()]
+COMPARE_CHOICES = [(spec.label, name) for name, spec in METHODS.items()]
+DEFAULT_COMPARE = ["sd", "spectr", "gbv", "spectr_gbv", "spectr_gbv_released"]
+EXAMPLES = [
+    [DEFAULT_KEY, "Write a Python function that checks whether a number is prime."],
+    [DEFAULT_KEY, "A train travels 120 km in 1.5 hours. What is its average speed?"],
+    [DEFAULT_KEY, "Write a short story about a robot who learns to paint."],
+    [DEFAULT_KEY, "Give three tips for staying focused while studying."],
+    [TOY_KEY, "the cat"],
+    [TWO_TOKEN_KEY, "A"],
+]
+MAX_SWEEP_VALUES, MAX_FIDELITY_RUNS = 8, 2000
+CONCURRENCY_LIMIT = int(os.environ.get("SPECTR_GBV_CONCURRENCY", "2"))
+QUEUE_SIZE = int(os.environ.get("SPECTR_GBV_QUEUE_SIZE", "32"))
 
 
-@lru_cache(maxsize=1)
-def default_pair():
-    """The offline default pair, loaded once and shared read-only by every session."""
-    from spectr_gbv import load_pair
+def user_errors(fn):
+    """Bad input and resource exhaustion become a message to this user; the server carries on."""
 
-    return load_pair("default")
+    def translate(error: BaseException) -> gr.Error:
+        if isinstance(error, MemoryError):  # torch.OutOfMemoryError (CUDA) is a MemoryError too
+            _release_memory()
+            return gr.Error("out of memory: lower K, L, max new tokens or the number of runs, and try again")
+        return gr.Error(str(error))
+
+    if _is_generator(fn):
+        @functools.wraps(fn)
+        def generator_wrapper(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except (ValueError, MemoryError) as error:
+                raise translate(error) from error
+        return generator_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (ValueError, MemoryError) as error:
+            raise translate(error) from error
+    return wrapper
 
 
-def _prepare(pair: str, prompt: str):
-    """(target, draft, prompt ids, ids -> token strings) for the chosen pair."""
-    if not prompt or not prompt.strip():
-        raise ValueError("the prompt is empty: type something to continue")
-    if pair == TOY_WORLD:
-        target, draft = toy_pair()
-        return target, draft, encode(prompt), decode
-    if pair != DEFAULT_PAIR:
-        raise ValueError(f"unknown model pair {pair!r}; choose one of: {', '.join(PAIRS)}")
-    from spectr_gbv.models.hf import chat_prompt_ids
+def _is_generator(fn) -> bool:
+    import inspect
 
-    target, draft, tokenizer = default_pair()
-    return target, draft, chat_prompt_ids(tokenizer, prompt), lambda ids: [tokenizer.decode([i]) for i in ids]
+    return inspect.isgeneratorfunction(fn)
 
 
-def run(pair: str, prompt: str, method: str, num_drafts: float, draft_length: float, temperature: float,
-        max_new_tokens: float, seed: float):
-    """Handler: UI values in, (HTML, metrics) out. Bad input becomes a gr.Error message."""
-    try:
-        target, draft, prompt_ids, token_text = _prepare(pair, prompt)
-        record = generate(
-            target, draft, prompt_ids, method=method, num_drafts=int(num_drafts), draft_length=int(draft_length),
-            temperature=float(temperature), max_new_tokens=int(max_new_tokens), seed=int(seed),
-        )
-    except ValueError as error:
-        raise gr.Error(str(error)) from error
-    except MemoryError as error:  # torch.OutOfMemoryError is a subclass on CUDA
-        raise gr.Error("out of memory: lower K, L or max new tokens") from error
-    return provenance_html(record, token_text), record.summary()
+def _release_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _prepare(pair_key, prompt):
+    pair = get_pair(pair_key)
+    return pair, pair.encode(check_prompt(prompt))
+
+
+def _draft_for(pair, method):
+    return None if method == AUTOREGRESSIVE else pair.draft
+
+
+# ------------------------------------------------------------------------------------ Generate
+
+
+def _explorer_outputs(state: dict | None, index) -> tuple:
+    """(grid HTML, distribution figure, iteration JSON) for iteration `index` (1-based) of the stored run."""
+    if not state:
+        return "<i>Generate something first: every iteration of the last run appears here.</i>", None, None
+    record: RunRecord = state["record"]
+    pair = get_pair(state["pair"])
+    i = min(max(int(index or 1), 1), len(record.iterations)) - 1
+    it = record.iterations[i]
+    top_text = pair.token_text([t.token for t in it.final_top])
+    figure = figures.distribution_figure(it.final_top, top_text, it.final_kind, it.final_token)
+    details = {
+        "iteration": i + 1, "tau": it.num_accepted, "winning_draft": None if it.winning_draft is None else it.winning_draft + 1,
+        "final_kind": it.final_kind, "final_token": pair.token_text([it.final_token])[0],
+        "expected_tau": it.expected_accepted,
+        "tests": [{"draft": t.draft + 1, "sub_block": [t.start + 1, t.start + t.length], "h": t.accept_prob,
+                   "uniform": t.uniform, "accepted": t.accepted} for t in it.tests],
+    }
+    return draft_grid_html(it, pair.token_text), figure, details
+
+
+@gpu
+@user_errors
+def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed,
+                    progress=gr.Progress()):
+    """Stream the output iteration by iteration; at the end, fill the iteration explorer."""
+    pair, prompt_ids = _prepare(pair_key, prompt)
+    config = settings(num_drafts, draft_length, temperature, max_new_tokens, seed).config(check_method(method))
+    iterations, produced = [], 0
+    progress(0, desc="decoding")
+    for it in decode_iterations(pair.target, _draft_for(pair, method), prompt_ids, config):
+        iterations.append(it)
+        produced += len(it.emitted)
+        progress(produced / config.max_new_tokens, desc=f"{produced} / {config.max_new_tokens} tokens")
+        partial = RunRecord(config, prompt_ids, [t for i in iterations for t in i.emitted], iterations, False)
+        yield provenance_html(partial, pair.token_text), metrics_line(partial), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    tokens = [t for i in iterations for t in i.emitted]
+    stopped = pair.target.eos_token_id is not None and bool(tokens) and tokens[-1] == pair.target.eos_token_id
+    record = RunRecord(config, prompt_ids, tokens, iterations, stopped)
+    state = {"pair": get_pair(pair_key).info.key, "record": record}
+    summary = record.summary() | {"pair": state["pair"], "text": "".join(pair.token_text(tokens))}
+    grid, figure, details = _explorer_outputs(state, 1)
+    slider = gr.update(minimum=1, maximum=max(len(iterations), 2), value=1, step=1, interactive=len(iterations) > 1)
+    yield provenance_html(record, pair.token_text), metrics_line(record), summary, state, slider, grid, figure, details
+
+
+def show_iteration(state, index):
+    return _explorer_outputs(state, index)
+
+
+def step_iteration(state, index, delta):
+    if not state:
+        return gr.update(), *_explorer_outputs(state, 1)
+    n = len(state["record"].iterations)
+    index = min(max(int(index or 1) + delta, 1), n)
+    return gr.update(value=index), *_explorer_outputs(state, index)
+
+
+# ------------------------------------------------------------------------------------- Compare
+
+
+@gpu
+@user_errors
+def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed, coupled,
+            progress=gr.Progress()):
+    """Every selected method on the same prompt and settings; AR timed in the same request."""
+    pair, prompt_ids = _prepare(pair_key, prompt)
+    methods = check_methods(methods)
+    base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
+    progress(0, desc="AR baseline")
+    ar = generate(pair.target, None, prompt_ids, method=AUTOREGRESSIVE, temperature=base.temperature,
+                  max_new_tokens=base.max_new_tokens, seed=base.seed, with_theory=False)
+    runs = {}
+    for i, method in enumerate(methods):
+        progress((i + 1) / (len(methods) + 2), desc=f"{METHODS[method].label}")
+        runs[method] = generate(pair.target, pair.draft, prompt_ids, **_kwargs(base, method))
+    coupled_result = None
+    if coupled:
+        progress((len(methods) + 1) / (len(methods) + 2), desc="coupled run (same drafts and draws)")
+        leader = "spectr_gbv" if "spectr_gbv" in methods else next((m for m in methods if METHODS[m].exact), methods[0])
+        coupled_result = coupled_run(pair.target, pair.draft, prompt_ids, methods, base.config(leader))
+    independent = [runs[m].summary() | {"accepted_length_histogram": runs[m].accepted_length_histogram} for m in methods]
+    hardware_free = [coupled_result.summary(m) for m in methods] if coupled_result else independent
+    speedups = {m: runs[m].tokens_per_second / ar.tokens_per_second for m in methods}
+    if coupled_result:
+        theory = {m: (coupled_result.accepted(m), coupled_result.expected(m)) for m in methods}
+    else:
+        theory = {m: ([it.num_accepted for it in runs[m].iterations],
+                      None if runs[m].mean_expected_accepted is None else [it.expected_accepted for it in runs[m].iterations])
+                  for m in methods}
+    device = str(getattr(pair.target, "device", "cpu"))
+    data = {
+        "pair": pair.info.key, "methods": methods, "coupled": bool(coupled), "device": device,
+        "ar": ar.summary(), "independent": independent, "speedup_vs_ar": speedups,
+        "coupled_runs": hardware_free if coupled_result else None,
+        "leader": coupled_result.config.method if coupled_result else None,
+    }
+    texts = {m: provenance_html(runs[m], pair.token_text) for m in methods}
+    return (
+        side_by_side_html(texts, {m: metrics_line(runs[m]) for m in methods}),
+        figures.efficiency_figure(hardware_free, coupled=bool(coupled_result)),
+        figures.histogram_figure(hardware_free),
+        figures.per_position_figure(hardware_free),
+        figures.calls_per_token_figure(hardware_free),
+        figures.speedup_figure(speedups, device),
+        figures.theory_figure(theory),
+        data,
+    )
+
+
+def _kwargs(base, method):
+    return dict(method=method, num_drafts=base.num_drafts, draft_length=base.draft_length, temperature=base.temperature,
+                max_new_tokens=base.max_new_tokens, seed=base.seed)
+
+
+# --------------------------------------------------------------------------------------- Sweep
+
+
+def parse_values(axis: str, text) -> list[float]:
+    if axis not in AXES:
+        raise ValueError(f"sweep axis must be one of {', '.join(AXES)}, got {axis!r}")
+    parts = [p for p in str(text or "").replace(";", ",").replace(" ", ",").split(",") if p]
+    if not parts:
+        raise ValueError("give the values to sweep, for example 1, 2, 4, 8")
+    if len(parts) > MAX_SWEEP_VALUES:
+        raise ValueError(f"at most {MAX_SWEEP_VALUES} sweep values, got {len(parts)}")
+    limits = {"K": (1, MAX_DRAFTS, True), "L": (1, MAX_DRAFT_LENGTH, True), "T": (0, MAX_TEMPERATURE, False)}
+    low, high, integer = limits[axis]
+    return [number(f"sweep value for {axis}", p, low, high, integer) for p in parts]
+
+
+@gpu
+@user_errors
+def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed):
+    pair, prompt_ids = _prepare(pair_key, prompt)
+    methods = check_methods(methods)
+    base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
+    rows = sweep(pair.target, pair.draft, prompt_ids, methods, axis, parse_values(axis, values), base.config(methods[0]))
+    efficiency, speed = figures.sweep_figures(rows)
+    return efficiency, speed, {"pair": pair.info.key, "axis": axis, "rows": rows}
+
+
+# ------------------------------------------------------------------------------------ Fidelity
+
+
+@gpu
+@user_errors
+def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens):
+    pair, prompt_ids = _prepare(pair_key, prompt)
+    method = check_method(method)
+    base = settings(num_drafts, draft_length, temperature, 1, 0)
+    runs = number("number of runs N", num_runs, 10, MAX_FIDELITY_RUNS)
+    tokens = number("tokens per run", num_tokens, 1, 3)
+    result = fidelity(pair.target, _draft_for(pair, method), prompt_ids, base.config(method, with_theory=False), runs, tokens)
+    outcome_text = [" ".join(repr(t)[1:-1] if t.strip() != t else t for t in pair.token_text(list(r.outcome)))
+                    for r in result.rows]
+    data = result.summary() | {"pair": pair.info.key, "outcomes": [
+        {"tokens": text, "count": r.count, "empirical": r.empirical, "exact": r.exact} for text, r in zip(outcome_text, result.rows)]}
+    return figures.fidelity_figure(result, outcome_text), data
+
+
+# ------------------------------------------------------------------------------------------ UI
 
 
 def build_demo() -> gr.Blocks:
-    with gr.Blocks(title="SpecTr-GBV Explorer", analytics_enabled=False) as demo:
-        gr.Markdown("# SpecTr-GBV Explorer")
-        gr.Markdown(LOSSY_NOTE)
-        with gr.Row():
-            pair = gr.Dropdown(PAIRS, value=DEFAULT_PAIR, label="Model pair")
-            method = gr.Dropdown(METHOD_CHOICES, value="spectr_gbv", label="Method")
-        prompt = gr.Textbox(label="Prompt", value="Write a haiku about the sea.",
-                            info="Toy world: use its words only: " + " ".join(WORDS))
-        with gr.Row():
-            num_drafts = gr.Slider(1, 8, value=4, step=1, label="K (drafts)")
-            draft_length = gr.Slider(1, 16, value=4, step=1, label="L (draft length)")
-            temperature = gr.Slider(0, 1.5, value=0.7, step=0.05, label="T (temperature)")
-            max_new_tokens = gr.Slider(1, 200, value=40, step=1, label="Max new tokens")
-            seed = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-        button = gr.Button("Generate", variant="primary")
-        output = gr.HTML(label="Output")
-        metrics = gr.JSON(label="Metrics (block efficiency and acceptance are hardware-free; tokens/s is this machine's)")
-        gr.Examples(
-            [[DEFAULT_PAIR, "Write a Python function that reverses a list."], [TOY_WORLD, "the cat"]],
-            inputs=[pair, prompt],
+    with gr.Blocks(title="SpecTr-GBV Explorer") as demo:
+        gr.Markdown("# SpecTr-GBV Explorer\nSpeculative decoding, one iteration at a time: "
+                    "SD, RRS, SpecTr, GBV and SpecTr-GBV on real models, side by side.")
+        gr.Markdown(LOSSY_NOTE, elem_classes=["lossy-note"])
+        run_state = gr.State(None)
+        with gr.Sidebar(open=True, width=320):
+            pair = gr.Dropdown(PAIR_CHOICES, value=DEFAULT_KEY, label="Model pair",
+                               info="Hub pairs need the Hugging Face Hub; the others work offline.")
+            method = gr.Dropdown(METHOD_CHOICES, value="spectr_gbv", label="Method (Generate, Fidelity)")
+            num_drafts = gr.Slider(1, MAX_DRAFTS, value=4, step=1, label="K (drafts)")
+            draft_length = gr.Slider(1, MAX_DRAFT_LENGTH, value=4, step=1, label="L (draft length)")
+            temperature = gr.Slider(0, MAX_TEMPERATURE, value=0.7, step=0.05, label="T (temperature)", info="0 = greedy")
+            max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=40, step=1, label="Max new tokens")
+            seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", info="Same settings + seed = same tokens")
+            methods = gr.CheckboxGroup(COMPARE_CHOICES, value=DEFAULT_COMPARE, label="Methods (Compare, Sweep)")
+        prompt = gr.Textbox(label="Prompt", value=EXAMPLES[0][1], lines=2,
+                            info="Toy world: words the cat dog sat ran on mat . | Two-token example: A B")
+        with gr.Tabs():
+            with gr.Tab("Generate", id="generate"):
+                generate_button = gr.Button("Generate", variant="primary", elem_id="generate-button")
+                output = gr.HTML("<i>The output appears here, token by token.</i>", elem_id="generate-output")
+                metrics_md = gr.Markdown(elem_id="generate-metrics")
+                metrics = gr.JSON(label="Run data (block efficiency and acceptance are hardware-free; tokens/s is this server's)")
+                gr.Examples(EXAMPLES, inputs=[pair, prompt], outputs=[output, metrics_md], fn=example_run,
+                            cache_examples=True, cache_mode="lazy", label="Examples")
+            with gr.Tab("Iteration explorer", id="explorer"):
+                with gr.Row():
+                    previous_button = gr.Button("◀ previous", size="sm", elem_id="explorer-previous")
+                    iteration = gr.Slider(1, 2, value=1, step=1, label="Iteration", interactive=False)
+                    next_button = gr.Button("next ▶", size="sm", elem_id="explorer-next")
+                grid = gr.HTML("<i>Generate something first: every iteration of the last run appears here.</i>",
+                               elem_id="draft-grid")
+                distribution = gr.Plot(label="Distributions at the final position", elem_id="distribution-plot")
+                iteration_json = gr.JSON(label="This iteration's acceptance tests")
+            with gr.Tab("Compare", id="compare"):
+                with gr.Row():
+                    coupled = gr.Checkbox(value=True, label="Coupled: same drafts and same random draws for every verifier",
+                                          info="Isolates the rule from sampling noise (charts); the texts and speedups are independent runs.")
+                    compare_button = gr.Button("Compare", variant="primary", elem_id="compare-button")
+                side_by_side = gr.HTML(elem_id="compare-outputs")
+                with gr.Row():
+                    efficiency_plot = gr.Plot(label="Block efficiency", elem_id="compare-efficiency")
+                    histogram_plot = gr.Plot(label="Accepted-length histogram")
+                with gr.Row():
+                    position_plot = gr.Plot(label="Per-position acceptance")
+                    calls_plot = gr.Plot(label="Target calls per token")
+                with gr.Row():
+                    speedup_plot = gr.Plot(label="Wall-clock speedup (hardware-dependent)")
+                    theory_plot = gr.Plot(label="Theory against measured")
+                compare_json = gr.JSON(label="Compare data")
+            with gr.Tab("Sweep", id="sweep"):
+                with gr.Row():
+                    axis = gr.Radio(list(AXES), value="K", label="Sweep over")
+                    values = gr.Textbox(value="1, 2, 4, 8", label=f"Values (at most {MAX_SWEEP_VALUES})")
+                    sweep_button = gr.Button("Sweep", variant="primary")
+                with gr.Row():
+                    sweep_efficiency = gr.Plot(label="Block efficiency")
+                    sweep_speed = gr.Plot(label="Speedup vs AR (hardware-dependent)")
+                sweep_json = gr.JSON(label="Sweep data")
+            with gr.Tab("Fidelity", id="fidelity"):
+                gr.Markdown("Runs the chosen method N times from the same prompt (seeds 0..N-1) and compares the law of "
+                            "the first tokens with the target's exact law. Exact methods stay inside the sampling-noise "
+                            "band; try the released SpecTr-GBV rule on the two-token example.")
+                with gr.Row():
+                    num_runs = gr.Slider(10, MAX_FIDELITY_RUNS, value=500, step=10, label="Runs N")
+                    num_tokens = gr.Slider(1, 3, value=3, step=1, label="First tokens compared")
+                    fidelity_button = gr.Button("Check fidelity", variant="primary")
+                fidelity_plot = gr.Plot(label="Empirical against exact law")
+                fidelity_json = gr.JSON(label="Fidelity data")
+            with gr.Tab("About", id="about"):
+                gr.HTML((ASSETS / "speculative_iteration.svg").read_text(), elem_id="about-picture")
+                gr.Markdown(about_markdown())
+
+        settings_inputs = [num_drafts, draft_length, temperature, max_new_tokens, seed]
+        explorer_outputs = [grid, distribution, iteration_json]
+        generate_button.click(
+            generate_stream, [pair, prompt, method, *settings_inputs],
+            [output, metrics_md, metrics, run_state, iteration, *explorer_outputs],
+            api_name="generate", concurrency_id="models",
         )
-        button.click(
-            run, [pair, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed], [output, metrics],
-            api_name="generate",
+        iteration.release(show_iteration, [run_state, iteration], explorer_outputs, api_visibility="private")
+        previous_button.click(functools.partial(step_iteration, delta=-1), [run_state, iteration], [iteration, *explorer_outputs],
+                              api_visibility="private")
+        next_button.click(functools.partial(step_iteration, delta=1), [run_state, iteration], [iteration, *explorer_outputs],
+                          api_visibility="private")
+        compare_button.click(
+            compare, [pair, prompt, methods, *settings_inputs, coupled],
+            [side_by_side, efficiency_plot, histogram_plot, position_plot, calls_plot, speedup_plot, theory_plot, compare_json],
+            api_name="compare", concurrency_id="models",
+        )
+        sweep_button.click(
+            run_sweep, [pair, prompt, methods, axis, values, *settings_inputs], [sweep_efficiency, sweep_speed, sweep_json],
+            api_name="sweep", concurrency_id="models",
+        )
+        fidelity_button.click(
+            run_fidelity, [pair, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens],
+            [fidelity_plot, fidelity_json], api_name="fidelity", concurrency_id="models",
         )
     return demo
 
 
+@user_errors
+def example_run(pair_key, prompt):
+    """What a cached example shows: SpecTr-GBV at the default settings."""
+    pair, prompt_ids = _prepare(pair_key, prompt)
+    record = generate(pair.target, pair.draft, prompt_ids, method="spectr_gbv", num_drafts=4, draft_length=4,
+                      temperature=0.7, max_new_tokens=40, seed=0)
+    return provenance_html(record, pair.token_text), metrics_line(record)
+
+
+def launch(demo: gr.Blocks, **kwargs):
+    return demo.queue(default_concurrency_limit=CONCURRENCY_LIMIT, max_size=QUEUE_SIZE).launch(
+        theme=gr.themes.Soft(), css_paths=[ASSETS / "app.css"], footer_links=["api", "gradio"],
+        allowed_paths=[], **kwargs)
+
+
 if __name__ == "__main__":
-    build_demo().queue(default_concurrency_limit=2, max_size=32).launch()
+    launch(build_demo())

@@ -1,14 +1,24 @@
-"""Pure: a run record -> HTML of the output, each token coloured by its provenance."""
+"""Pure: run records -> HTML and short text (output coloured by provenance, metric lines)."""
 
 from __future__ import annotations
 
 import html
 from typing import Callable
 
+from spectr_gbv import METHODS
 from spectr_gbv.records import RunRecord
 
 # One palette for the whole app: accepted draft token, correction token, bonus token, AR sample.
 KIND_COLOURS = {"accepted": "#c7f0d2", "correction": "#ffd6a5", "bonus": "#bdd7ff", "target": "#e6e6e6"}
+KIND_NAMES = {"accepted": "accepted draft token", "correction": "correction (from the residual)",
+              "bonus": "bonus (all L accepted)", "target": "plain target sample (AR)"}
+
+LOSSY_NOTE = (
+    "**Note.** `SpecTr-GBV as released (lossy)` is the authors' released verifier. It does **not** preserve the "
+    "target distribution (exact computation: total-variation error about 0.11 on the GBV paper's two-token "
+    "example; see About and Fidelity). The project's `SpecTr-GBV` is an exact multi-draft block verifier; it "
+    "equals GBV at K = 1 and SpecTr at L = 1."
+)
 
 
 def provenance_html(run: RunRecord, token_text: Callable[[list[int]], list[str]]) -> str:
@@ -16,12 +26,37 @@ def provenance_html(run: RunRecord, token_text: Callable[[list[int]], list[str]]
     for it in run.iterations:
         for token, kind in zip(token_text(it.emitted), it.token_kinds):
             spans.append(
-                f'<span class="tok tok-{kind}" title="iteration {it.index}: {kind}" '
-                f'style="background:{KIND_COLOURS[kind]};padding:1px 3px;margin:1px;border-radius:3px">'
+                f'<span class="tok tok-{kind}" title="iteration {it.index + 1}: {KIND_NAMES[kind]}" '
+                f'style="background:{KIND_COLOURS[kind]};padding:1px 2px;margin:0 1px;border-radius:3px;white-space:pre-wrap">'
                 f"{html.escape(token)}</span>"
             )
     legend = " ".join(
-        f'<span style="background:{colour};padding:1px 5px;border-radius:3px">{kind}</span>'
+        f'<span style="background:{colour};padding:1px 5px;border-radius:3px">{KIND_NAMES[kind]}</span>'
         for kind, colour in KIND_COLOURS.items()
     )
-    return f'<div class="provenance">{" ".join(spans)}</div><div style="margin-top:8px;font-size:90%">{legend}</div>'
+    return f'<div class="provenance">{"".join(spans)}</div><div class="legend" style="margin-top:8px;font-size:85%">{legend}</div>'
+
+
+def metrics_line(run: RunRecord) -> str:
+    """Block efficiency, mean acceptance length, target calls and tokens/s, in one line."""
+    parts = [f"**{len(run.tokens)} tokens** in **{run.target_calls} target calls**",
+             f"block efficiency **{run.block_efficiency:.2f}**"]
+    if not run.config.is_autoregressive:
+        parts.append(f"mean acceptance length **{run.mean_acceptance_length:.2f}**")
+        if run.mean_expected_accepted is not None:
+            parts.append(f"mean tau {run.mean_accepted:.2f} (theory {run.mean_expected_accepted:.2f})")
+    parts.append(f"{run.tokens_per_second:.1f} tokens/s on this server")
+    return " · ".join(parts)
+
+
+def side_by_side_html(texts: dict[str, str], lines: dict[str, str]) -> str:
+    columns = []
+    for method, body in texts.items():
+        spec = METHODS[method]
+        badge = "" if spec.exact else ' <span style="color:#d1495b;font-weight:bold">(lossy)</span>'
+        columns.append(
+            f'<div class="compare-column" style="flex:1;min-width:220px;border:1px solid #ddd;border-radius:6px;padding:8px">'
+            f"<h4>{html.escape(spec.label)}{badge}</h4>{body}"
+            f'<div style="font-size:85%;margin-top:6px">{html.escape(lines[method]).replace("**", "")}</div></div>'
+        )
+    return f'<div class="compare-row" style="display:flex;gap:10px;flex-wrap:wrap">{"".join(columns)}</div>'

@@ -55,3 +55,18 @@ def encode(text: str) -> list[int]:
 
 def decode(ids: list[int]) -> list[str]:
     return [WORDS[i] for i in ids]
+
+
+# The GBV paper's two-token example (ALGORITHMS.md; `bench.exact_table`): a context-free
+# target q = (1/3, 2/3) and draft p = (2/3, 1/3). Small enough to see everything, and the
+# instance on which the released SpecTr-GBV rule's bias is largest (TV about 0.11 at K = 1).
+TWO_TOKEN_WORDS = ["A", "B"]
+TWO_TOKEN_TARGET = (1 / 3, 2 / 3)
+TWO_TOKEN_DRAFT = (2 / 3, 1 / 3)
+
+
+def two_token_pair() -> tuple[FunctionModel, FunctionModel]:
+    """(target, draft) of the two-token example; its words are A and B."""
+    q = torch.tensor(TWO_TOKEN_TARGET, dtype=torch.float64)
+    p = torch.tensor(TWO_TOKEN_DRAFT, dtype=torch.float64)
+    return FunctionModel(lambda context: q, 2, name="two-token target"), FunctionModel(lambda context: p, 2, name="two-token draft")

@@ -1,0 +1,150 @@
+"""Pure functions: run data in, Plotly figures out. No model, no Gradio.
+
+Per-method inputs are the summary dicts of `RunRecord.summary()` / `CoupledRun.summary()`
+(keys: method, block_efficiency, mean_acceptance_length, mean_accepted,
+mean_expected_accepted, per_position_acceptance, accepted_length_histogram,
+target_calls, new_tokens ...). Hardware-free numbers and wall-clock numbers are kept on
+separate figures, and the wall-clock ones say so in their titles.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import plotly.graph_objects as go
+
+from spectr_gbv import METHODS
+
+LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=60, b=40), height=340,
+              legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0))
+DISTRIBUTION_COLOURS = {"target q": "#2a6fdb", "draft p": "#f2a541", "drawn from": "#3aa76d"}
+
+
+def method_label(name: str) -> str:
+    return METHODS[name].label if name in METHODS else ("AR" if name == "ar" else name)
+
+
+def _figure(title: str, x_title: str, y_title: str) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, **LAYOUT)
+    return fig
+
+
+def efficiency_figure(summaries: Sequence[dict], coupled: bool = False) -> go.Figure:
+    """Block efficiency and mean acceptance length per method (hardware-free)."""
+    suffix = " (coupled: same drafts and draws)" if coupled else ""
+    fig = _figure("Block efficiency and mean acceptance length" + suffix, "method", "tokens per target call")
+    labels = [method_label(s["method"]) for s in summaries]
+    fig.add_bar(name="block efficiency", x=labels, y=[s["block_efficiency"] for s in summaries])
+    fig.add_bar(name="mean acceptance length (1 + mean tau)", x=labels, y=[s["mean_acceptance_length"] for s in summaries])
+    fig.update_layout(barmode="group")
+    return fig
+
+
+def histogram_figure(summaries: Sequence[dict]) -> go.Figure:
+    """Share of iterations accepting tau = 0..L draft tokens, per method."""
+    fig = _figure("Accepted length per iteration", "tau (draft tokens accepted)", "share of iterations")
+    for s in summaries:
+        counts = s.get("accepted_length_histogram") or []
+        total = max(sum(counts), 1)
+        fig.add_bar(name=method_label(s["method"]), x=list(range(len(counts))), y=[c / total for c in counts])
+    fig.update_layout(barmode="group")
+    return fig
+
+
+def per_position_figure(summaries: Sequence[dict]) -> go.Figure:
+    """P(tau >= i): how often position i of the draft is reached and accepted."""
+    fig = _figure("Per-position acceptance", "draft position i", "share of iterations with tau >= i")
+    for s in summaries:
+        values = s.get("per_position_acceptance") or []
+        fig.add_scatter(name=method_label(s["method"]), x=list(range(1, len(values) + 1)), y=values, mode="lines+markers")
+    fig.update_yaxes(range=[0, 1.05])
+    return fig
+
+
+def calls_per_token_figure(summaries: Sequence[dict]) -> go.Figure:
+    fig = _figure("Target calls per token (lower is better; AR = 1)", "method", "target calls / token")
+    fig.add_bar(x=[method_label(s["method"]) for s in summaries],
+                y=[1 / s["block_efficiency"] if s["block_efficiency"] else None for s in summaries])
+    return fig
+
+
+def speedup_figure(speedups: dict[str, float], device: str) -> go.Figure:
+    """Wall-clock speedup against AR, measured in the same request on this server."""
+    fig = _figure(f"Wall-clock speedup vs AR: measured on this server ({device}); depends on the hardware",
+                  "method", "tokens/s over AR's tokens/s")
+    fig.add_bar(x=[method_label(m) for m in speedups], y=list(speedups.values()), marker_color="#8c8c8c")
+    fig.add_hline(y=1.0, line_dash="dash", annotation_text="AR")
+    return fig
+
+
+def theory_figure(series: dict[str, tuple[Sequence[int], Sequence[float] | None]]) -> go.Figure:
+    """Cumulative realised accepted tokens against the sum of E[tau | drafts] (the theory line)."""
+    fig = _figure("Theory against measurement: cumulative accepted draft tokens", "iteration", "accepted tokens so far")
+    for method, (realised, expected) in series.items():
+        xs = list(range(1, len(realised) + 1))
+        fig.add_scatter(name=f"{method_label(method)}: measured", x=xs, y=_cumsum(realised), mode="lines")
+        if expected is not None:
+            fig.add_scatter(name=f"{method_label(method)}: theory (sum of E[tau | drafts])", x=xs, y=_cumsum(expected),
+                            mode="lines", line=dict(dash="dot"))
+    return fig
+
+
+def _cumsum(values: Sequence[float]) -> list[float]:
+    total, out = 0.0, []
+    for v in values:
+        total += v
+        out.append(total)
+    return out
+
+
+def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_kind: str, drawn: int) -> go.Figure:
+    """Target, draft and drawn-from distributions over the top tokens at the final position.
+
+    `top_tokens` are `TopToken`s (token, final_prob, target_prob, draft_prob); `token_text`
+    their display strings. For a correction token the drawn-from distribution is the residual.
+    """
+    names = [repr(t)[1:-1] if t.strip() != t or not t else t for t in token_text]
+    source = {"correction": "residual (drawn from)", "bonus": "q at L+1 (drawn from)", "target": "q (drawn from)"}[final_kind]
+    fig = _figure(f"Where the {final_kind} token was drawn: top tokens", "token", "probability")
+    fig.add_bar(name="target q", x=names, y=[t.target_prob for t in top_tokens], marker_color=DISTRIBUTION_COLOURS["target q"])
+    if any(t.draft_prob is not None for t in top_tokens):
+        fig.add_bar(name="draft p", x=names, y=[t.draft_prob or 0.0 for t in top_tokens], marker_color=DISTRIBUTION_COLOURS["draft p"])
+    fig.add_bar(name=source, x=names, y=[t.final_prob for t in top_tokens], marker_color=DISTRIBUTION_COLOURS["drawn from"])
+    for name, t in zip(names, top_tokens):
+        if t.token == drawn:
+            fig.add_annotation(x=name, y=max(t.final_prob, t.target_prob), text="drawn", showarrow=True, arrowhead=2)
+    fig.update_layout(barmode="group")
+    return fig
+
+
+def sweep_figures(rows: Sequence[dict]) -> tuple[go.Figure, go.Figure]:
+    """Block efficiency (hardware-free) and measured speedup against the swept value, per method."""
+    axis = rows[0]["axis"] if rows else "K"
+    efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens per target call")
+    speed = _figure(f"Wall-clock speedup vs AR as {axis} varies (measured on this server; hardware-dependent)",
+                    axis, "tokens/s over AR's")
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        xs = [r["value"] for r in mine]
+        efficiency.add_scatter(name=method_label(method), x=xs, y=[r["block_efficiency"] for r in mine], mode="lines+markers")
+        speed.add_scatter(name=method_label(method), x=xs, y=[r["speedup_vs_ar"] for r in mine], mode="lines+markers")
+    speed.add_hline(y=1.0, line_dash="dash")
+    return efficiency, speed
+
+
+def fidelity_figure(result, outcome_text: Sequence[str]) -> go.Figure:
+    """Empirical law of the first tokens against the target's exact law, with the 95 % band."""
+    verdict = "inside" if result.within_noise else "OUTSIDE"
+    fig = _figure(
+        f"{method_label(result.method)}: first {result.num_tokens} token(s) over {result.num_runs} runs. "
+        f"TV = {result.total_variation:.3f} ({verdict} the sampling-noise band {result.noise_tv_95:.3f})",
+        "outcome", "probability")
+    rows = result.rows[:30]
+    names = list(outcome_text)[: len(rows)]
+    fig.add_bar(name="exact target law", x=names, y=[r.exact for r in rows], marker_color=DISTRIBUTION_COLOURS["target q"],
+                error_y=dict(type="data", symmetric=False, array=[r.band_high - r.exact for r in rows],
+                             arrayminus=[r.exact - r.band_low for r in rows]))
+    fig.add_bar(name="empirical", x=names, y=[r.empirical for r in rows], marker_color="#d1495b")
+    fig.update_layout(barmode="group")
+    return fig

@@ -1,0 +1,145 @@
+"""The model pairs the app offers: two teaching pairs, the offline default, and curated hub pairs.
+
+A `Pair` bundles a target, a draft and the text <-> token id mapping of that pair. Loaded
+pairs are cached and shared read-only between sessions (the engine never mutates a model;
+sessions keep their own caches), with at most `MAX_LOADED_HUB_PAIRS` hub pairs in memory.
+
+Hub pairs load only when the Hugging Face Hub is reachable (or already in the local hub
+cache); otherwise they fail at once with a clear message instead of transformers' minute
+of retries.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable
+
+from .models.base import LanguageModel
+from .toy import TWO_TOKEN_WORDS, WORDS, decode, encode, toy_pair, two_token_pair
+
+MAX_LOADED_HUB_PAIRS = int(os.environ.get("SPECTR_GBV_MAX_HUB_PAIRS", "1"))
+
+
+@dataclass(frozen=True)
+class PairInfo:
+    key: str
+    label: str
+    target: str | None = None  # hub id (hub pairs only)
+    draft: str | None = None
+    note: str = ""
+
+    @property
+    def is_hub(self) -> bool:
+        return self.target is not None
+
+
+@dataclass
+class Pair:
+    info: PairInfo
+    target: LanguageModel
+    draft: LanguageModel
+    encode: Callable[[str], list[int]]  # prompt text -> prompt ids (chat template for chat models)
+    token_text: Callable[[list[int]], list[str]]  # ids -> one display string per id
+    words: list[str] | None = None  # the whole vocabulary, for the teaching pairs
+
+
+DEFAULT_KEY, TOY_KEY, TWO_TOKEN_KEY = "default", "toy", "two-token"
+PAIRS: dict[str, PairInfo] = {
+    p.key: p
+    for p in [
+        PairInfo(DEFAULT_KEY, "SmolLM2-135M-Instruct + distilled draft (offline default)",
+                 note="Ships with the app: no download."),
+        PairInfo(TOY_KEY, "Toy world (8 words, exact distributions)",
+                 note="A bigram world whose distributions are small enough to read; prompts use its words."),
+        PairInfo(TWO_TOKEN_KEY, "Two-token example (GBV paper: q = (1/3, 2/3), p = (2/3, 1/3))",
+                 note="Context-free; words A and B. The released SpecTr-GBV rule's bias is largest here."),
+        PairInfo("smollm2-360m", "SmolLM2-360M-Instruct + SmolLM2-135M-Instruct (hub)",
+                 "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+        PairInfo("smollm2-1.7b", "SmolLM2-1.7B-Instruct + SmolLM2-135M-Instruct (hub)",
+                 "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+        PairInfo("qwen2.5-1.5b", "Qwen2.5-1.5B-Instruct + Qwen2.5-0.5B-Instruct (hub)",
+                 "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+        PairInfo("deepseek-coder-6.7b", "DeepSeek-Coder-6.7B-Instruct + 1.3B-Instruct (hub, the paper's pair; GPU)",
+                 "deepseek-ai/deepseek-coder-6.7b-instruct", "deepseek-ai/deepseek-coder-1.3b-instruct"),
+    ]
+}
+
+
+def hub_reachable(timeout: float = 2.0) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return False
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:  # an unusual cache layout is simply "not cached"
+        return False
+
+
+def _chat_pair(info: PairInfo, target, draft, tokenizer) -> Pair:
+    from .models.hf import chat_prompt_ids
+
+    return Pair(info, target, draft, lambda text: chat_prompt_ids(tokenizer, text),
+                lambda ids: [tokenizer.decode([i]) for i in ids])
+
+
+@lru_cache(maxsize=1)
+def _default_pair() -> Pair:
+    from .models.hf import load_pair
+
+    return _chat_pair(PAIRS[DEFAULT_KEY], *load_pair("default"))
+
+
+_hub_pairs: "OrderedDict[str, Pair]" = OrderedDict()
+
+
+def _hub_pair(info: PairInfo) -> Pair:
+    if info.key in _hub_pairs:
+        _hub_pairs.move_to_end(info.key)
+        return _hub_pairs[info.key]
+    if not (hub_reachable() or (_in_hub_cache(info.target) and _in_hub_cache(info.draft))):
+        raise ValueError(
+            f"{info.label} needs the Hugging Face Hub, which is not reachable from this server "
+            "(and the models are not in its local cache). Choose the offline default or a teaching pair."
+        )
+    from .models.hf import load_pair
+
+    while len(_hub_pairs) >= MAX_LOADED_HUB_PAIRS:  # drop the least recently used pair first
+        _hub_pairs.popitem(last=False)
+    pair = _chat_pair(info, *load_pair(info.target, info.draft))
+    _hub_pairs[info.key] = pair
+    return pair
+
+
+def get_pair(key: str) -> Pair:
+    """The pair for a key of PAIRS (or its label); ValueError naming the choices otherwise."""
+    by_label = {p.label: k for k, p in PAIRS.items()}
+    key = by_label.get(key, key)
+    if key not in PAIRS:
+        raise ValueError(f"unknown model pair {key!r}; choose one of: {', '.join(PAIRS)}")
+    info = PAIRS[key]
+    if key == TOY_KEY:
+        return Pair(info, *toy_pair(), encode, decode, list(WORDS))
+    if key == TWO_TOKEN_KEY:
+        def encode_two(text: str) -> list[int]:
+            unknown = [w for w in text.split() if w not in TWO_TOKEN_WORDS]
+            if unknown:
+                raise ValueError(f"unknown word(s) {unknown}; the two-token example knows: A B")
+            return [TWO_TOKEN_WORDS.index(w) for w in text.split()]
+
+        return Pair(info, *two_token_pair(), encode_two, lambda ids: [TWO_TOKEN_WORDS[i] for i in ids], list(TWO_TOKEN_WORDS))
+    if key == DEFAULT_KEY:
+        return _default_pair()
+    return _hub_pair(info)
