@@ -151,7 +151,7 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
     stopped = pair.target.eos_token_id is not None and bool(tokens) and tokens[-1] == pair.target.eos_token_id
     record = RunRecord(config, prompt_ids, tokens, iterations, stopped)
     state = {"pair": get_pair(pair_key).info.key, "record": record}
-    summary = record.summary() | {"pair": state["pair"], "text": "".join(pair.token_text(tokens))}
+    summary = record.summary() | {"pair": state["pair"], "text": pair.text(tokens)}
     grid, figure, details = _explorer_outputs(state, 1)
     slider = gr.update(minimum=1, maximum=max(len(iterations), 2), value=1, step=1, interactive=len(iterations) > 1)
     yield provenance_html(record, pair.token_text), metrics_line(record), summary, state, slider, grid, figure, details
@@ -275,14 +275,15 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
 # ------------------------------------------------------------------------------------------ UI
 
 
-def build_demo() -> gr.Blocks:
+def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0][1]) -> gr.Blocks:
+    """The whole app; the defaults let tests (and operators) open it on another pair."""
     with gr.Blocks(title="SpecTr-GBV Explorer") as demo:
         gr.Markdown("# SpecTr-GBV Explorer\nSpeculative decoding, one iteration at a time: "
                     "SD, RRS, SpecTr, GBV and SpecTr-GBV on real models, side by side.")
         gr.Markdown(LOSSY_NOTE, elem_classes=["lossy-note"])
         run_state = gr.State(None)
         with gr.Sidebar(open=True, width=320):
-            pair = gr.Dropdown(PAIR_CHOICES, value=DEFAULT_KEY, label="Model pair",
+            pair = gr.Dropdown(PAIR_CHOICES, value=default_pair, label="Model pair",
                                info="Hub pairs need the Hugging Face Hub; the others work offline.")
             method = gr.Dropdown(METHOD_CHOICES, value="spectr_gbv", label="Method (Generate, Fidelity)")
             num_drafts = gr.Slider(1, MAX_DRAFTS, value=4, step=1, label="K (drafts)")
@@ -291,7 +292,7 @@ def build_demo() -> gr.Blocks:
             max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=40, step=1, label="Max new tokens")
             seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", info="Same settings + seed = same tokens")
             methods = gr.CheckboxGroup(COMPARE_CHOICES, value=DEFAULT_COMPARE, label="Methods (Compare, Sweep)")
-        prompt = gr.Textbox(label="Prompt", value=EXAMPLES[0][1], lines=2,
+        prompt = gr.Textbox(label="Prompt", value=default_prompt, lines=2,
                             info="Toy world: words the cat dog sat ran on mat . | Two-token example: A B")
         with gr.Tabs():
             with gr.Tab("Generate", id="generate"):

@@ -46,6 +46,10 @@ class Pair:
     token_text: Callable[[list[int]], list[str]]  # ids -> one display string per id
     words: list[str] | None = None  # the whole vocabulary, for the teaching pairs
 
+    def text(self, ids: list[int]) -> str:
+        """Readable text of token ids (word pairs are joined with spaces)."""
+        return (" " if self.words else "").join(self.token_text(ids))
+
 
 DEFAULT_KEY, TOY_KEY, TWO_TOKEN_KEY = "default", "toy", "two-token"
 PAIRS: dict[str, PairInfo] = {
