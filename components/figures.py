@@ -12,11 +12,13 @@ from __future__ import annotations
 from typing import Sequence
 
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 
 from spectr_gbv import METHODS
 
-LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=60, b=40), height=340,
-              legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0))
+LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=70, b=40), height=400,
+              legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0.0))
+PALETTE = qualitative.Plotly
 DISTRIBUTION_COLOURS = {"target q": "#2a6fdb", "draft p": "#f2a541", "drawn from": "#3aa76d"}
 
 
@@ -24,16 +26,17 @@ def method_label(name: str) -> str:
     return METHODS[name].label if name in METHODS else ("AR" if name == "ar" else name)
 
 
-def _figure(title: str, x_title: str, y_title: str) -> go.Figure:
+def _figure(title: str, x_title: str, y_title: str, subtitle: str | None = None) -> go.Figure:
     fig = go.Figure()
-    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, **LAYOUT)
+    fig.update_layout(title=dict(text=title, subtitle=dict(text=subtitle) if subtitle else None),
+                      xaxis_title=x_title, yaxis_title=y_title, **LAYOUT)
     return fig
 
 
 def efficiency_figure(summaries: Sequence[dict], coupled: bool = False) -> go.Figure:
     """Block efficiency and mean acceptance length per method (hardware-free)."""
-    suffix = " (coupled: same drafts and draws)" if coupled else ""
-    fig = _figure("Block efficiency and mean acceptance length" + suffix, "method", "tokens per target call")
+    subtitle = "coupled: same drafts and random draws for every method" if coupled else "independent runs, same seed"
+    fig = _figure("Block efficiency and mean acceptance length", "", "tokens per target call", subtitle)
     labels = [method_label(s["method"]) for s in summaries]
     fig.add_bar(name="block efficiency", x=labels, y=[s["block_efficiency"] for s in summaries])
     fig.add_bar(name="mean acceptance length (1 + mean tau)", x=labels, y=[s["mean_acceptance_length"] for s in summaries])
@@ -63,7 +66,7 @@ def per_position_figure(summaries: Sequence[dict]) -> go.Figure:
 
 
 def calls_per_token_figure(summaries: Sequence[dict]) -> go.Figure:
-    fig = _figure("Target calls per token (lower is better; AR = 1)", "method", "target calls / token")
+    fig = _figure("Target calls per token", "", "target calls / token", "lower is better; AR = 1")
     fig.add_bar(x=[method_label(s["method"]) for s in summaries],
                 y=[1 / s["block_efficiency"] if s["block_efficiency"] else None for s in summaries])
     return fig
@@ -71,8 +74,8 @@ def calls_per_token_figure(summaries: Sequence[dict]) -> go.Figure:
 
 def speedup_figure(speedups: dict[str, float], device: str) -> go.Figure:
     """Wall-clock speedup against AR, measured in the same request on this server."""
-    fig = _figure(f"Wall-clock speedup vs AR: measured on this server ({device}); depends on the hardware",
-                  "method", "tokens/s over AR's tokens/s")
+    fig = _figure("Wall-clock speedup vs AR", "", "tokens/s over AR's tokens/s",
+                  f"measured on this server ({device}) in this request: depends on the hardware")
     fig.add_bar(x=[method_label(m) for m in speedups], y=list(speedups.values()), marker_color="#8c8c8c")
     fig.add_hline(y=1.0, line_dash="dash", annotation_text="AR")
     return fig
@@ -80,13 +83,16 @@ def speedup_figure(speedups: dict[str, float], device: str) -> go.Figure:
 
 def theory_figure(series: dict[str, tuple[Sequence[int], Sequence[float] | None]]) -> go.Figure:
     """Cumulative realised accepted tokens against the sum of E[tau | drafts] (the theory line)."""
-    fig = _figure("Theory against measurement: cumulative accepted draft tokens", "iteration", "accepted tokens so far")
-    for method, (realised, expected) in series.items():
+    fig = _figure("Theory against measurement", "iteration", "accepted draft tokens so far",
+                  "solid: realised tau; dotted: sum of E[tau | drafts]")
+    for i, (method, (realised, expected)) in enumerate(series.items()):
         xs = list(range(1, len(realised) + 1))
-        fig.add_scatter(name=f"{method_label(method)}: measured", x=xs, y=_cumsum(realised), mode="lines")
+        colour = PALETTE[i % len(PALETTE)]
+        fig.add_scatter(name=method_label(method), x=xs, y=_cumsum(realised), mode="lines", legendgroup=method,
+                        line=dict(color=colour))
         if expected is not None:
-            fig.add_scatter(name=f"{method_label(method)}: theory (sum of E[tau | drafts])", x=xs, y=_cumsum(expected),
-                            mode="lines", line=dict(dash="dot"))
+            fig.add_scatter(name=f"{method_label(method)} (theory)", x=xs, y=_cumsum(expected), mode="lines",
+                            line=dict(dash="dot", color=colour), legendgroup=method, showlegend=False)
     return fig
 
 
@@ -106,7 +112,7 @@ def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_k
     """
     names = [repr(t)[1:-1] if t.strip() != t or not t else t for t in token_text]
     source = {"correction": "residual (drawn from)", "bonus": "q at L+1 (drawn from)", "target": "q (drawn from)"}[final_kind]
-    fig = _figure(f"Where the {final_kind} token was drawn: top tokens", "token", "probability")
+    fig = _figure(f"Where the {final_kind} token was drawn", "token", "probability", "the most likely tokens there")
     fig.add_bar(name="target q", x=names, y=[t.target_prob for t in top_tokens], marker_color=DISTRIBUTION_COLOURS["target q"])
     if any(t.draft_prob is not None for t in top_tokens):
         fig.add_bar(name="draft p", x=names, y=[t.draft_prob or 0.0 for t in top_tokens], marker_color=DISTRIBUTION_COLOURS["draft p"])
@@ -121,9 +127,9 @@ def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_k
 def sweep_figures(rows: Sequence[dict]) -> tuple[go.Figure, go.Figure]:
     """Block efficiency (hardware-free) and measured speedup against the swept value, per method."""
     axis = rows[0]["axis"] if rows else "K"
-    efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens per target call")
-    speed = _figure(f"Wall-clock speedup vs AR as {axis} varies (measured on this server; hardware-dependent)",
-                    axis, "tokens/s over AR's")
+    efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens per target call", "hardware-free")
+    speed = _figure(f"Wall-clock speedup vs AR as {axis} varies", axis, "tokens/s over AR's",
+                    "measured on this server in this request: depends on the hardware")
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
         xs = [r["value"] for r in mine]
@@ -137,9 +143,10 @@ def fidelity_figure(result, outcome_text: Sequence[str]) -> go.Figure:
     """Empirical law of the first tokens against the target's exact law, with the 95 % band."""
     verdict = "inside" if result.within_noise else "OUTSIDE"
     fig = _figure(
-        f"{method_label(result.method)}: first {result.num_tokens} token(s) over {result.num_runs} runs. "
-        f"TV = {result.total_variation:.3f} ({verdict} the sampling-noise band {result.noise_tv_95:.3f})",
-        "outcome", "probability")
+        f"{method_label(result.method)}: TV = {result.total_variation:.3f}, {verdict} the noise band",
+        "first tokens", "probability",
+        f"first {result.num_tokens} token(s), {result.num_runs} runs; N exact samples exceed TV {result.noise_tv_95:.3f} "
+        f"only 5 % of the time; chi-square p = {result.chi_square_p:.2g}")
     rows = result.rows[:30]
     names = list(outcome_text)[: len(rows)]
     fig.add_bar(name="exact target law", x=names, y=[r.exact for r in rows], marker_color=DISTRIBUTION_COLOURS["target q"],

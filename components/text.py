@@ -21,7 +21,7 @@ LOSSY_NOTE = (
 )
 
 
-def provenance_html(run: RunRecord, token_text: Callable[[list[int]], list[str]]) -> str:
+def provenance_html(run: RunRecord, token_text: Callable[[list[int]], list[str]], legend: bool = True) -> str:
     spans = []
     for it in run.iterations:
         for token, kind in zip(token_text(it.emitted), it.token_kinds):
@@ -30,11 +30,16 @@ def provenance_html(run: RunRecord, token_text: Callable[[list[int]], list[str]]
                 f'style="background:{KIND_COLOURS[kind]};padding:1px 2px;margin:0 1px;border-radius:3px;white-space:pre-wrap">'
                 f"{html.escape(token)}</span>"
             )
-    legend = " ".join(
+    body = f'<div class="provenance">{"<wbr>".join(spans)}</div>'
+    return body + legend_html() if legend else body
+
+
+def legend_html() -> str:
+    items = " ".join(
         f'<span style="background:{colour};padding:1px 5px;border-radius:3px">{KIND_NAMES[kind]}</span>'
         for kind, colour in KIND_COLOURS.items()
     )
-    return f'<div class="provenance">{"".join(spans)}</div><div class="legend" style="margin-top:8px;font-size:85%">{legend}</div>'
+    return f'<div class="legend" style="margin-top:8px;font-size:85%">{items}</div>'
 
 
 def metrics_line(run: RunRecord) -> str:
@@ -53,10 +58,10 @@ def side_by_side_html(texts: dict[str, str], lines: dict[str, str]) -> str:
     columns = []
     for method, body in texts.items():
         spec = METHODS[method]
-        badge = "" if spec.exact else ' <span style="color:#d1495b;font-weight:bold">(lossy)</span>'
+        colour = "" if spec.exact else ' style="color:#d1495b"'  # the label itself says "(lossy)"
         columns.append(
             f'<div class="compare-column" style="flex:1;min-width:220px;border:1px solid #ddd;border-radius:6px;padding:8px">'
-            f"<h4>{html.escape(spec.label)}{badge}</h4>{body}"
+            f"<h4{colour}>{html.escape(spec.label)}</h4>{body}"
             f'<div style="font-size:85%;margin-top:6px">{html.escape(lines[method]).replace("**", "")}</div></div>'
         )
-    return f'<div class="compare-row" style="display:flex;gap:10px;flex-wrap:wrap">{"".join(columns)}</div>'
+    return f'<div class="compare-row" style="display:flex;gap:10px;flex-wrap:wrap">{"".join(columns)}</div>' + legend_html()

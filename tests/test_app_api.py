@@ -45,7 +45,7 @@ def test_compare_returns_figures_and_coupled_data(client):
     methods = ["sd", "gbv", "spectr", "spectr_gbv", "spectr_gbv_released"]
     *outputs, data = client.predict("toy", "the cat", methods, *SETTINGS, True, api_name="/compare")
     side_by_side, *plots = outputs
-    assert side_by_side.count('class="compare-column"') == len(methods) and "(lossy)" in side_by_side
+    assert side_by_side.count('class="compare-column"') == len(methods) and "as released (lossy)" in side_by_side
     assert len(plots) == 6 and all(p is not None for p in plots)
     assert data["coupled"] and data["leader"] == "spectr_gbv"
     assert [r["method"] for r in data["coupled_runs"]] == methods

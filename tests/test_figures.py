@@ -1,0 +1,94 @@
+"""Pure view functions on example run records: figures, the draft grid, the output HTML, sweeps."""
+
+from __future__ import annotations
+
+import pytest
+
+from components import figures
+from components.grid import draft_grid_html
+from components.text import metrics_line, provenance_html, side_by_side_html
+from spectr_gbv import generate
+from spectr_gbv.config import DecodeConfig
+from spectr_gbv.sweep import sweep
+from spectr_gbv.toy import decode, encode, toy_pair
+
+
+@pytest.fixture(scope="module")
+def records():
+    target, draft = toy_pair()
+    return {m: generate(target, draft, encode("the cat"), method=m, num_drafts=3, draft_length=4, temperature=1.0,
+                        max_new_tokens=40, seed=3) for m in ("ar", "sd", "gbv", "spectr_gbv")}
+
+
+def summaries(records):
+    return [r.summary() | {"accepted_length_histogram": r.accepted_length_histogram} for m, r in records.items() if m != "ar"]
+
+
+def test_compare_figures_have_one_trace_per_method(records):
+    s = summaries(records)
+    assert len(figures.efficiency_figure(s).data) == 2 and list(figures.efficiency_figure(s).data[0].x) == ["SD", "GBV", "SpecTr-GBV"]
+    assert len(figures.histogram_figure(s).data) == 3
+    assert all(abs(sum(t.y) - 1) < 1e-9 for t in figures.histogram_figure(s).data)
+    per_position = figures.per_position_figure(s).data
+    assert [len(t.y) for t in per_position] == [4, 4, 4] and all(list(t.y) == sorted(t.y, reverse=True) for t in per_position)
+    calls = figures.calls_per_token_figure(s).data[0]
+    assert list(calls.y) == pytest.approx([1 / x["block_efficiency"] for x in s])
+
+
+def test_wall_clock_figures_say_they_depend_on_the_hardware(records):
+    fig = figures.speedup_figure({"sd": 0.8, "spectr_gbv": 1.2}, "cpu")
+    assert "hardware" in fig.layout.title.subtitle.text and list(fig.data[0].y) == [0.8, 1.2]
+    rows = [{"axis": "K", "value": k, "method": "spectr_gbv", "block_efficiency": 1 + k / 4, "speedup_vs_ar": 0.5} for k in (1, 2)]
+    efficiency, speed = figures.sweep_figures(rows)
+    assert "hardware" in speed.layout.title.subtitle.text and list(efficiency.data[0].x) == [1, 2]
+
+
+def test_theory_figure_pairs_measured_and_expected_lines(records):
+    run = records["spectr_gbv"]
+    fig = figures.theory_figure({"spectr_gbv": ([it.num_accepted for it in run.iterations],
+                                                [it.expected_accepted for it in run.iterations])})
+    measured, theory = fig.data
+    assert measured.y[-1] == sum(it.num_accepted for it in run.iterations)
+    assert theory.y[-1] == pytest.approx(sum(it.expected_accepted for it in run.iterations))
+    assert theory.line.color == measured.line.color
+
+
+def test_distribution_figure_marks_the_drawn_token(records):
+    it = next(i for i in records["sd"].iterations if i.final_kind == "correction")  # SD: residual norm((q - p)+)
+    fig = figures.distribution_figure(it.final_top, decode([t.token for t in it.final_top]), it.final_kind, it.final_token)
+    assert [t.name for t in fig.data] == ["target q", "draft p", "residual (drawn from)"]
+    assert [a.text for a in fig.layout.annotations] == ["drawn"]
+    # The residual puts no mass where the draft already covers the target (q <= p).
+    for top in it.final_top:
+        if top.draft_prob is not None and top.target_prob <= top.draft_prob:
+            assert top.final_prob == pytest.approx(0.0, abs=1e-12)
+
+
+def test_draft_grid_shows_k_rows_the_accepted_prefix_and_hover_details(records):
+    for it in records["spectr_gbv"].iterations:
+        grid = draft_grid_html(it, decode)
+        assert grid.count('class="grid-row"') == 3
+        assert grid.count("cell-accepted") == it.num_accepted
+        assert grid.count(f"cell-{it.final_kind}") == 1
+        assert grid.count("q/p = ") == 12  # every drafted token: K x L
+    assert "Plain AR step" in draft_grid_html(records["ar"].iterations[0], decode)
+
+
+def test_output_html_and_metrics(records):
+    run = records["gbv"]
+    html = provenance_html(run, decode)
+    assert html.count('class="tok ') == 40 and "correction" in html
+    assert f"{run.block_efficiency:.2f}" in metrics_line(run)
+    both = side_by_side_html({"sd": "x", "spectr_gbv_released": "y"}, {"sd": "a", "spectr_gbv_released": "b"})
+    assert both.count('class="compare-column"') == 2 and "color:#d1495b" in both
+
+
+def test_sweep_rows_vary_the_chosen_setting_and_time_ar_once_per_temperature():
+    target, draft = toy_pair()
+    rows = sweep(target, draft, encode("the"), ["gbv", "spectr_gbv"], "T", [0.0, 1.0], DecodeConfig(max_new_tokens=12))
+    assert [(r["method"], r["value"]) for r in rows] == [("gbv", 0.0), ("spectr_gbv", 0.0), ("gbv", 1.0), ("spectr_gbv", 1.0)]
+    assert all(r["temperature"] == r["value"] and r["speedup_vs_ar"] > 0 for r in rows)
+    with pytest.raises(ValueError, match="axis"):
+        sweep(target, draft, encode("the"), ["gbv"], "Z", [1], DecodeConfig())
+    with pytest.raises(ValueError, match="num_drafts"):
+        sweep(target, draft, encode("the"), ["gbv"], "K", [0], DecodeConfig())
