@@ -83,3 +83,15 @@ def test_toy_world_distributions_are_proper():
         for model in (target, draft):
             probs = model.next_token_probs([previous])
             assert probs.min() > 0 and abs(probs.sum().item() - 1) < 1e-12
+
+
+def test_space_front_matter_matches_the_pinned_gradio():
+    from pathlib import Path
+
+    root = Path(app.__file__).parent
+    front = root.joinpath("README.md").read_text().split("---")[1]
+    fields = dict(line.split(":", 1) for line in front.strip().splitlines() if ":" in line and not line.startswith(" "))
+    pinned = next(l.split("==")[1].strip() for l in root.joinpath("requirements.txt").read_text().splitlines()
+                  if l.startswith("gradio=="))
+    assert fields["sdk"].strip() == "gradio" and fields["app_file"].strip() == "app.py"
+    assert fields["sdk_version"].strip() == pinned == gr.__version__
