@@ -23,8 +23,8 @@ def test_exact_prefix_law_is_the_target_law():
 @pytest.mark.statistical
 def test_two_token_example_separates_the_exact_rule_from_the_released_one():
     target, draft = two_token_pair()
-    exact = fidelity(target, draft, [0], DecodeConfig(method="spectr_gbv", num_drafts=1, draft_length=2), 1500, 3)
-    released = fidelity(target, draft, [0], DecodeConfig(method="spectr_gbv_released", num_drafts=1, draft_length=2), 1500, 3)
+    exact = fidelity(target, draft, [0], DecodeConfig(method="spectr_gbv", num_drafts=1, draft_length=2), 1000, 3)
+    released = fidelity(target, draft, [0], DecodeConfig(method="spectr_gbv_released", num_drafts=1, draft_length=2), 1000, 3)
     assert exact.within_noise and exact.chi_square_p > 1e-3
     assert not released.within_noise and released.chi_square_p < 1e-6
     assert released.total_variation == pytest.approx(0.111, abs=0.04)  # the exact value is 1/9
@@ -32,13 +32,13 @@ def test_two_token_example_separates_the_exact_rule_from_the_released_one():
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("method", ["sd", "spectr", "spectr_gbv"])
+@pytest.mark.parametrize("method", ["sd", "spectr_gbv"])
 def test_exact_methods_on_the_toy_world_stay_inside_the_noise_band(method):
     target, draft = toy_pair()
     config = DecodeConfig(method=method, num_drafts=3, draft_length=2, temperature=0.9)
-    result = fidelity(target, draft, encode("the cat"), config, 800, 2)
+    result = fidelity(target, draft, encode("the cat"), config, 600, 2)
     assert result.chi_square_p > 1e-3
-    assert sum(r.count for r in result.rows) == 800
+    assert sum(r.count for r in result.rows) == 600
 
 
 def test_bad_sizes_are_clear_errors():
