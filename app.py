@@ -17,7 +17,7 @@ import os
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported
 
 import functools
-import time
+import logging
 from pathlib import Path
 
 import gradio as gr
@@ -26,13 +26,14 @@ from components import figures
 from components.about import about_markdown
 from components.gpu import gpu
 from components.grid import draft_grid_html
+from components.limits import LIMITS, Budget, check_prompt_tokens
 from components.settings import (
     MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE, check_method, check_methods, check_prompt, number,
     settings,
 )
 from components.text import LOSSY_NOTE, metrics_line, provenance_html, side_by_side_html
 from spectr_gbv import AUTOREGRESSIVE, METHODS
-from spectr_gbv.coupled import coupled_run
+from spectr_gbv.coupled import CoupledRun, coupled_steps
 from spectr_gbv.engine import decode_iterations, generate
 from spectr_gbv.fidelity import fidelity
 from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair
@@ -40,6 +41,7 @@ from spectr_gbv.records import RunRecord
 from spectr_gbv.sweep import AXES, sweep
 
 ASSETS = Path(__file__).parent / "assets"
+LOG = logging.getLogger("spectr_gbv.app")
 PAIR_CHOICES = [(info.label, key) for key, info in PAIRS.items()]
 METHOD_CHOICES = [("AR (plain target sampling)", AUTOREGRESSIVE)] + [(spec.label, name) for name, spec in METHODS.items()]
 COMPARE_CHOICES = [(spec.label, name) for name, spec in METHODS.items()]
@@ -52,36 +54,57 @@ EXAMPLES = [
     [TOY_KEY, "the cat"],
     [TWO_TOKEN_KEY, "A"],
 ]
-MAX_SWEEP_VALUES, MAX_FIDELITY_RUNS = 8, 2000
+MAX_SWEEP_VALUES = 8
 CONCURRENCY_LIMIT = int(os.environ.get("SPECTR_GBV_CONCURRENCY", "2"))
 QUEUE_SIZE = int(os.environ.get("SPECTR_GBV_QUEUE_SIZE", "32"))
 
 
 def user_errors(fn):
-    """Bad input and resource exhaustion become a message to this user; the server carries on."""
+    """Bad input, exhausted resources and internal faults become a message to this user.
 
-    def translate(error: BaseException) -> gr.Error:
-        if isinstance(error, MemoryError):  # torch.OutOfMemoryError (CUDA) is a MemoryError too
-            _release_memory()
-            return gr.Error("out of memory: lower K, L, max new tokens or the number of runs, and try again")
-        return gr.Error(str(error))
+    Nothing escapes as a crash: the server keeps serving this and every other session, and
+    memory is released after an out-of-memory error."""
 
     if _is_generator(fn):
         @functools.wraps(fn)
         def generator_wrapper(*args, **kwargs):
             try:
                 yield from fn(*args, **kwargs)
-            except (ValueError, MemoryError) as error:
-                raise translate(error) from error
+            except gr.Error:
+                raise
+            except Exception as error:  # noqa: BLE001 - every fault becomes a message
+                raise translate_error(error) from error
         return generator_wrapper
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (ValueError, MemoryError) as error:
-            raise translate(error) from error
+        except gr.Error:
+            raise
+        except Exception as error:  # noqa: BLE001
+            raise translate_error(error) from error
     return wrapper
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    import torch
+
+    text = str(error).lower()
+    return isinstance(error, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text))
+
+
+def translate_error(error: BaseException) -> gr.Error:
+    if isinstance(error, ValueError):  # the library's and the settings' own messages: made for users
+        return gr.Error(str(error))
+    if _is_out_of_memory(error):
+        _release_memory()
+        return gr.Error("out of memory: lower K, L, max new tokens or the number of runs, and try again")
+    LOG.exception("internal error in a request")
+    _release_memory()
+    return gr.Error(f"internal error ({type(error).__name__}: {error}); the server is fine: try other settings, "
+                    "and report it if it persists")
 
 
 def _is_generator(fn) -> bool:
@@ -101,8 +124,10 @@ def _release_memory() -> None:
 
 
 def _prepare(pair_key, prompt):
-    pair = get_pair(pair_key)
-    return pair, pair.encode(check_prompt(prompt))
+    pair = get_pair(pair_key, allow_custom=LIMITS.allow_any_model)
+    prompt_ids = pair.encode(check_prompt(prompt))
+    check_prompt_tokens(len(prompt_ids))
+    return pair, prompt_ids
 
 
 def _draft_for(pair, method):
@@ -117,7 +142,7 @@ def _explorer_outputs(state: dict | None, index) -> tuple:
     if not state:
         return "<i>Generate something first: every iteration of the last run appears here.</i>", None, None
     record: RunRecord = state["record"]
-    pair = get_pair(state["pair"])
+    pair = get_pair(state["pair"], allow_custom=True)  # a key this server produced itself
     i = min(max(int(index or 1), 1), len(record.iterations)) - 1
     it = record.iterations[i]
     top_text = pair.token_text([t.token for t in it.final_top])
@@ -139,9 +164,10 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
     """Stream the output iteration by iteration; at the end, fill the iteration explorer."""
     pair, prompt_ids = _prepare(pair_key, prompt)
     config = settings(num_drafts, draft_length, temperature, max_new_tokens, seed).config(check_method(method))
-    iterations, produced = [], 0
+    iterations, produced, budget = [], 0, Budget()
     progress(0, desc="decoding")
     for it in decode_iterations(pair.target, _draft_for(pair, method), prompt_ids, config):
+        budget.tick()
         iterations.append(it)
         produced += len(it.emitted)
         progress(produced / config.max_new_tokens, desc=f"{produced} / {config.max_new_tokens} tokens")
@@ -150,7 +176,7 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
     tokens = [t for i in iterations for t in i.emitted]
     stopped = pair.target.eos_token_id is not None and bool(tokens) and tokens[-1] == pair.target.eos_token_id
     record = RunRecord(config, prompt_ids, tokens, iterations, stopped)
-    state = {"pair": get_pair(pair_key).info.key, "record": record}
+    state = {"pair": pair.info.key, "record": record}
     summary = record.summary() | {"pair": state["pair"], "text": pair.text(tokens)}
     grid, figure, details = _explorer_outputs(state, 1)
     slider = gr.update(minimum=1, maximum=max(len(iterations), 2), value=1, step=1, interactive=len(iterations) > 1)
@@ -180,18 +206,22 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     pair, prompt_ids = _prepare(pair_key, prompt)
     methods = check_methods(methods)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
+    tick = _ticker(Budget())
     progress(0, desc="AR baseline")
     ar = generate(pair.target, None, prompt_ids, method=AUTOREGRESSIVE, temperature=base.temperature,
-                  max_new_tokens=base.max_new_tokens, seed=base.seed, with_theory=False)
+                  max_new_tokens=base.max_new_tokens, seed=base.seed, with_theory=False, on_iteration=tick)
     runs = {}
     for i, method in enumerate(methods):
         progress((i + 1) / (len(methods) + 2), desc=f"{METHODS[method].label}")
-        runs[method] = generate(pair.target, pair.draft, prompt_ids, **_kwargs(base, method))
+        runs[method] = generate(pair.target, pair.draft, prompt_ids, **_kwargs(base, method), on_iteration=tick)
     coupled_result = None
     if coupled:
         progress((len(methods) + 1) / (len(methods) + 2), desc="coupled run (same drafts and draws)")
         leader = "spectr_gbv" if "spectr_gbv" in methods else next((m for m in methods if METHODS[m].exact), methods[0])
-        coupled_result = coupled_run(pair.target, pair.draft, prompt_ids, methods, base.config(leader))
+        coupled_result = CoupledRun(base.config(leader), methods, prompt_ids)
+        for step in coupled_steps(pair.target, pair.draft, prompt_ids, methods, coupled_result.config):
+            tick(step)
+            coupled_result.steps.append(step)
     independent = [runs[m].summary() | {"accepted_length_histogram": runs[m].accepted_length_histogram} for m in methods]
     hardware_free = [coupled_result.summary(m) for m in methods] if coupled_result else independent
     speedups = {m: runs[m].tokens_per_second / ar.tokens_per_second for m in methods}
@@ -221,6 +251,10 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     )
 
 
+def _ticker(budget: Budget):
+    return lambda _record: budget.tick()
+
+
 def _kwargs(base, method):
     return dict(method=method, num_drafts=base.num_drafts, draft_length=base.draft_length, temperature=base.temperature,
                 max_new_tokens=base.max_new_tokens, seed=base.seed)
@@ -248,7 +282,16 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
     pair, prompt_ids = _prepare(pair_key, prompt)
     methods = check_methods(methods)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
-    rows = sweep(pair.target, pair.draft, prompt_ids, methods, axis, parse_values(axis, values), base.config(methods[0]))
+    swept = parse_values(axis, values)
+    if len(methods) * len(swept) > LIMITS.sweep_runs:
+        raise ValueError(f"{len(methods)} methods x {len(swept)} values = {len(methods) * len(swept)} runs is over this "
+                         f"server's limit of {LIMITS.sweep_runs} (SPECTR_GBV_MAX_SWEEP_RUNS): fewer methods or values")
+    for value in swept:  # every swept K x L must fit the memory limit too
+        if axis in ("K", "L"):
+            settings(value if axis == "K" else num_drafts, value if axis == "L" else draft_length, temperature,
+                     max_new_tokens, seed)
+    rows = sweep(pair.target, pair.draft, prompt_ids, methods, axis, swept, base.config(methods[0]),
+                 on_iteration=_ticker(Budget()))
     efficiency, speed = figures.sweep_figures(rows)
     return efficiency, speed, {"pair": pair.info.key, "axis": axis, "rows": rows}
 
@@ -262,9 +305,12 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
     pair, prompt_ids = _prepare(pair_key, prompt)
     method = check_method(method)
     base = settings(num_drafts, draft_length, temperature, 1, 0)
-    runs = number("number of runs N", num_runs, 10, MAX_FIDELITY_RUNS)
+    most = LIMITS.fidelity_runs if pair.words else LIMITS.fidelity_runs_llm
+    variable = "SPECTR_GBV_MAX_FIDELITY_RUNS" + ("" if pair.words else "_LLM")
+    runs = number(f"number of runs N (this server's limit for this pair: {variable})", num_runs, 10, most)
     tokens = number("tokens per run", num_tokens, 1, 3)
-    result = fidelity(pair.target, _draft_for(pair, method), prompt_ids, base.config(method, with_theory=False), runs, tokens)
+    result = fidelity(pair.target, _draft_for(pair, method), prompt_ids, base.config(method, with_theory=False), runs, tokens,
+                      on_iteration=_ticker(Budget()))
     outcome_text = [" ".join(repr(t)[1:-1] if t.strip() != t else t for t in pair.token_text(list(r.outcome)))
                     for r in result.rows]
     data = result.summary() | {"pair": pair.info.key, "outcomes": [
@@ -284,7 +330,9 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
         run_state = gr.State(None)
         with gr.Sidebar(open=True, width=320):
             pair = gr.Dropdown(PAIR_CHOICES, value=default_pair, label="Model pair",
-                               info="Hub pairs need the Hugging Face Hub; the others work offline.")
+                               allow_custom_value=LIMITS.allow_any_model,
+                               info="Hub pairs need the Hugging Face Hub; the others work offline."
+                               + (" This server also accepts 'TARGET, DRAFT' (hub ids or folders)." if LIMITS.allow_any_model else ""))
             method = gr.Dropdown(METHOD_CHOICES, value="spectr_gbv", label="Method (Generate, Fidelity)")
             num_drafts = gr.Slider(1, MAX_DRAFTS, value=4, step=1, label="K (drafts)")
             draft_length = gr.Slider(1, MAX_DRAFT_LENGTH, value=4, step=1, label="L (draft length)")
@@ -341,7 +389,8 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                             "the first tokens with the target's exact law. Exact methods stay inside the sampling-noise "
                             "band; try the released SpecTr-GBV rule on the two-token example.")
                 with gr.Row():
-                    num_runs = gr.Slider(10, MAX_FIDELITY_RUNS, value=500, step=10, label="Runs N")
+                    num_runs = gr.Slider(10, LIMITS.fidelity_runs, value=min(500, LIMITS.fidelity_runs), step=10, label="Runs N",
+                                         info=f"at most {LIMITS.fidelity_runs_llm} on real models")
                     num_tokens = gr.Slider(1, 3, value=3, step=1, label="First tokens compared")
                     fidelity_button = gr.Button("Check fidelity", variant="primary")
                 fidelity_plot = gr.Plot(label="Empirical against exact law")
@@ -387,8 +436,9 @@ def example_run(pair_key, prompt):
     return provenance_html(record, pair.token_text), metrics_line(record)
 
 
-def launch(demo: gr.Blocks, **kwargs):
-    return demo.queue(default_concurrency_limit=CONCURRENCY_LIMIT, max_size=QUEUE_SIZE).launch(
+def launch(demo: gr.Blocks, concurrency: int = CONCURRENCY_LIMIT, queue_size: int = QUEUE_SIZE, **kwargs):
+    """Queue (at most `concurrency` model runs at once, a waiting line of `queue_size`), then serve."""
+    return demo.queue(default_concurrency_limit=concurrency, max_size=queue_size).launch(
         theme=gr.themes.Soft(), css_paths=[ASSETS / "app.css"], footer_links=["api", "gradio"],
         allowed_paths=[], **kwargs)
 

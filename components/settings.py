@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from spectr_gbv import AUTOREGRESSIVE, METHODS
 from spectr_gbv.config import DecodeConfig
 
+from .limits import LIMITS, check_block
+
 MAX_DRAFTS, MAX_DRAFT_LENGTH, MAX_TEMPERATURE = 8, 16, 1.5
-MAX_NEW_TOKENS = 256
+MAX_NEW_TOKENS = LIMITS.new_tokens
 MAX_PROMPT_CHARS = 4000
 
 
@@ -71,13 +73,15 @@ class Settings:
 
 
 def settings(num_drafts, draft_length, temperature, max_new_tokens, seed) -> Settings:
-    return Settings(
+    checked = Settings(
         num_drafts=_number("K (drafts)", num_drafts, 1, MAX_DRAFTS, True),
         draft_length=_number("L (draft length)", draft_length, 1, MAX_DRAFT_LENGTH, True),
         temperature=_number("T (temperature)", temperature, 0, MAX_TEMPERATURE, False),
         max_new_tokens=_number("max new tokens", max_new_tokens, 1, MAX_NEW_TOKENS, True),
         seed=_number("seed", seed, 0, 2**31 - 1, True),
     )
+    check_block(checked.num_drafts, checked.draft_length)
+    return checked
 
 
 def number(name: str, value, low: float, high: float, integer: bool = True):

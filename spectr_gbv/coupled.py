@@ -21,8 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
-import torch
-
 from .config import DecodeConfig
 from .engine import _check_context_fits, _emit, _generator, draft_blocks
 from .methods import METHODS

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 
@@ -211,13 +211,22 @@ def generate(
     top_k: int | None = None,
     top_p: float | None = None,
     with_theory: bool = True,
+    on_iteration: Callable[[IterationRecord], None] | None = None,
 ) -> RunRecord:
-    """Decode `max_new_tokens` tokens (fewer at end-of-sequence) with `method`; return the run record."""
+    """Decode `max_new_tokens` tokens (fewer at end-of-sequence) with `method`; return the run record.
+
+    `on_iteration`, if given, sees every iteration record as it is produced; raising from it
+    stops the run (the app uses it for per-request time budgets).
+    """
     config = DecodeConfig(
         method=method, num_drafts=num_drafts, draft_length=draft_length, temperature=temperature,
         top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, with_theory=with_theory,
     )
-    iterations = list(decode_iterations(target, draft, prompt_ids, config))
+    iterations = []
+    for record in decode_iterations(target, draft, prompt_ids, config):
+        iterations.append(record)
+        if on_iteration is not None:
+            on_iteration(record)
     tokens = [t for it in iterations for t in it.emitted]
     stopped = target.eos_token_id is not None and bool(tokens) and tokens[-1] == target.eos_token_id
     return RunRecord(config, list(prompt_ids), tokens, iterations, stopped)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -95,15 +95,18 @@ def _noise_tv_95(exact: np.ndarray, num_runs: int, seed: int = 0) -> float:
 
 
 def fidelity(target: LanguageModel, draft: LanguageModel | None, prompt_ids: Sequence[int], config: DecodeConfig,
-             num_runs: int, num_tokens: int) -> FidelityResult:
-    """Run `config.method` num_runs times (seeds 0..N-1) for num_tokens tokens and compare laws."""
+             num_runs: int, num_tokens: int, on_iteration: Callable | None = None) -> FidelityResult:
+    """Run `config.method` num_runs times (seeds 0..N-1) for num_tokens tokens and compare laws.
+
+    `on_iteration` is handed to every `generate` call (a caller's time budget)."""
     if num_runs < 1 or num_tokens < 1:
         raise ValueError(f"fidelity needs at least one run and one token, got N={num_runs}, n={num_tokens}")
     samples = []
     for seed in range(num_runs):
         record = generate(target, draft, prompt_ids, method=config.method, num_drafts=config.num_drafts,
                           draft_length=config.draft_length, temperature=config.temperature, top_k=config.top_k,
-                          top_p=config.top_p, max_new_tokens=num_tokens, seed=seed, with_theory=False)
+                          top_p=config.top_p, max_new_tokens=num_tokens, seed=seed, with_theory=False,
+                          on_iteration=on_iteration)
         samples.append(tuple(record.tokens))
     counts = Counter(samples)
     law = exact_prefix_law(target, prompt_ids, list(counts), config)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
@@ -99,8 +100,18 @@ def _chat_pair(info: PairInfo, target, draft, tokenizer) -> Pair:
                 lambda ids: [tokenizer.decode([i]) for i in ids])
 
 
-@lru_cache(maxsize=1)
+# Requests run on several worker threads: one lock makes concurrent first requests for a pair
+# wait for a single load instead of each loading its own copy.
+_LOAD_LOCK = threading.RLock()
+
+
 def _default_pair() -> Pair:
+    with _LOAD_LOCK:
+        return _load_default_pair()
+
+
+@lru_cache(maxsize=1)
+def _load_default_pair() -> Pair:
     from .models.hf import load_pair
 
     return _chat_pair(PAIRS[DEFAULT_KEY], *load_pair("default"))
@@ -110,6 +121,11 @@ _hub_pairs: "OrderedDict[str, Pair]" = OrderedDict()
 
 
 def _hub_pair(info: PairInfo) -> Pair:
+    with _LOAD_LOCK:
+        return _locked_hub_pair(info)
+
+
+def _locked_hub_pair(info: PairInfo) -> Pair:
     if info.key in _hub_pairs:
         _hub_pairs.move_to_end(info.key)
         return _hub_pairs[info.key]
@@ -118,19 +134,59 @@ def _hub_pair(info: PairInfo) -> Pair:
             f"{info.label} needs the Hugging Face Hub, which is not reachable from this server "
             "(and the models are not in its local cache). Choose the offline default or a teaching pair."
         )
+    return _load_hub_pair(info)
+
+
+def _load_hub_pair(info: PairInfo) -> Pair:
+    import gc
+
     from .models.hf import load_pair
 
     while len(_hub_pairs) >= MAX_LOADED_HUB_PAIRS:  # drop the least recently used pair first
         _hub_pairs.popitem(last=False)
+        gc.collect()
     pair = _chat_pair(info, *load_pair(info.target, info.draft))
     _hub_pairs[info.key] = pair
     return pair
 
 
-def get_pair(key: str) -> Pair:
-    """The pair for a key of PAIRS (or its label); ValueError naming the choices otherwise."""
+def custom_pair_info(text: str) -> PairInfo:
+    """"TARGET, DRAFT" (hub ids or local folders) as a pair, for operators who allow any model."""
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(f"a custom pair is written 'TARGET, DRAFT' (hub ids or local folders), got {text!r}")
+    return PairInfo(f"custom:{parts[0]},{parts[1]}", f"{parts[0]} + {parts[1]} (custom)", parts[0], parts[1])
+
+
+def get_pair(key: str, allow_custom: bool = False) -> Pair:
+    """The pair for a key of PAIRS (or its label); with allow_custom, also "TARGET, DRAFT".
+
+    Anything else is a ValueError naming the choices. Custom pairs are loaded like hub pairs
+    (same cache and bound; `trust_remote_code` stays off)."""
     by_label = {p.label: k for k, p in PAIRS.items()}
     key = by_label.get(key, key)
+    if allow_custom and isinstance(key, str) and "," in key:
+        info = custom_pair_info(key.removeprefix("custom:"))
+        if info.key in _hub_pairs:
+            _hub_pairs.move_to_end(info.key)
+            return _hub_pairs[info.key]
+        with _LOAD_LOCK:
+            return _custom_pair(info)
+    return _curated_pair(key)
+
+
+def _custom_pair(info: PairInfo) -> Pair:
+    if info.key in _hub_pairs:
+        _hub_pairs.move_to_end(info.key)
+        return _hub_pairs[info.key]
+    for path in (info.target, info.draft):
+        if path.startswith(("/", ".", "~")) and not os.path.isdir(os.path.expanduser(path)):
+            raise ValueError(f"could not load model {path!r}: no such local folder on this server")
+    local = all(os.path.isdir(os.path.expanduser(path)) for path in (info.target, info.draft))
+    return _load_hub_pair(info) if local else _locked_hub_pair(info)
+
+
+def _curated_pair(key: str) -> Pair:
     if key not in PAIRS:
         raise ValueError(f"unknown model pair {key!r}; choose one of: {', '.join(PAIRS)}")
     info = PAIRS[key]

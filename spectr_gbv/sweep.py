@@ -10,7 +10,7 @@ dependent, unlike block efficiency).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .config import DecodeConfig
 from .engine import generate
@@ -21,8 +21,10 @@ AXES = {"K": "num_drafts", "L": "draft_length", "T": "temperature"}
 
 
 def sweep(target: LanguageModel, draft: LanguageModel, prompt_ids: Sequence[int], methods: Sequence[str], axis: str,
-          values: Sequence[float], base: DecodeConfig) -> list[dict]:
-    """One row per (method, value): the run summary plus the swept value and speedup vs AR."""
+          values: Sequence[float], base: DecodeConfig, on_iteration: Callable | None = None) -> list[dict]:
+    """One row per (method, value): the run summary plus the swept value and speedup vs AR.
+
+    `on_iteration` is handed to every `generate` call (a caller's time budget)."""
     if axis not in AXES:
         raise ValueError(f"sweep axis must be one of {', '.join(AXES)}, got {axis!r}")
     unknown = [m for m in methods if m not in METHODS]
@@ -35,12 +37,14 @@ def sweep(target: LanguageModel, draft: LanguageModel, prompt_ids: Sequence[int]
     for config in configs:
         if config.temperature not in ar_rates:
             ar = generate(target, None, prompt_ids, method="ar", temperature=config.temperature, top_k=config.top_k,
-                          top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed, with_theory=False)
+                          top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed, with_theory=False,
+                          on_iteration=on_iteration)
             ar_rates[config.temperature] = ar.tokens_per_second
         for method in methods:
             run = generate(target, draft, prompt_ids, method=method, num_drafts=config.num_drafts,
                            draft_length=config.draft_length, temperature=config.temperature, top_k=config.top_k,
-                           top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed)
+                           top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed,
+                           on_iteration=on_iteration)
             row = run.summary()
             row.update(axis=axis, value=getattr(config, field_name),
                        speedup_vs_ar=run.tokens_per_second / ar_rates[config.temperature])

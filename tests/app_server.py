@@ -15,10 +15,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_app(**build_kwargs):
+def running_app(queue: dict | None = None, **build_kwargs):
     demo = app.build_demo(**build_kwargs)
     port = free_port()
-    app.launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    app.launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **(queue or {}))
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:

@@ -90,3 +90,13 @@ def test_bad_input_is_a_clear_error_and_the_next_request_succeeds(client, args, 
     with pytest.raises(Exception, match=message):
         client.predict(*args, api_name="/generate")
     assert client.predict("toy", "the cat", "sd", *SETTINGS, api_name="/generate")[2]["new_tokens"] == 20
+
+
+def test_same_settings_and_seed_give_the_same_result_in_another_session(client):
+    other = Client(client.src, verbose=False)  # a second client is a second session
+    args = ("toy", "the cat", ["sd", "spectr", "spectr_gbv"], 3, 4, 0.8, 20, 7, True)
+    first, second = client.predict(*args, api_name="/compare")[-1], other.predict(*args, api_name="/compare")[-1]
+    assert first["coupled_runs"] == second["coupled_runs"]  # the shared drafts and draws are reproduced
+    assert [r["new_tokens"] for r in first["independent"]] == [r["new_tokens"] for r in second["independent"]]
+    gen = ("toy", "the dog", "spectr_gbv", 4, 3, 1.0, 25, 3)
+    assert client.predict(*gen, api_name="/generate")[2]["text"] == other.predict(*gen, api_name="/generate")[2]["text"]

@@ -1,0 +1,99 @@
+"""What one request may cost, sized for a free CPU Space (2 vCPU, 16 GB), overridable by the operator.
+
+Every limit is read from an environment variable once, at import (documented in the
+README). A request over a limit is refused up front with a message naming the limit and
+the variable; a request that runs past its wall-time budget is stopped between two
+decoding iterations with the same kind of message.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be a whole number, got {raw!r}") from None
+    if value < 1:
+        raise ValueError(f"environment variable {name} must be at least 1, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Limits:
+    prompt_tokens: int  # tokens of the prompt after the chat template
+    new_tokens: int  # max new tokens per run
+    block_tokens: int  # K x L: the target scores K x (L + 1) positions per call (memory)
+    iterations: int  # decoding iterations per request, all runs together
+    seconds: int  # wall time per request
+    sweep_runs: int  # methods x values in one sweep
+    fidelity_runs: int  # N on the teaching pairs (whose runs cost microseconds)
+    fidelity_runs_llm: int  # N on real models
+    hub_pairs: int  # hub pairs kept in memory at once
+    allow_any_model: bool  # accept "target, draft" hub ids or local paths typed into the pair box
+
+    @classmethod
+    def from_env(cls) -> "Limits":
+        return cls(
+            prompt_tokens=_env_int("SPECTR_GBV_MAX_PROMPT_TOKENS", 1024),
+            new_tokens=_env_int("SPECTR_GBV_MAX_NEW_TOKENS", 256),
+            block_tokens=_env_int("SPECTR_GBV_MAX_BLOCK_TOKENS", 64),
+            iterations=_env_int("SPECTR_GBV_MAX_ITERATIONS", 2000),
+            seconds=_env_int("SPECTR_GBV_MAX_SECONDS", 180),
+            sweep_runs=_env_int("SPECTR_GBV_MAX_SWEEP_RUNS", 24),
+            fidelity_runs=_env_int("SPECTR_GBV_MAX_FIDELITY_RUNS", 2000),
+            fidelity_runs_llm=_env_int("SPECTR_GBV_MAX_FIDELITY_RUNS_LLM", 300),
+            hub_pairs=_env_int("SPECTR_GBV_MAX_HUB_PAIRS", 1),
+            allow_any_model=os.environ.get("SPECTR_GBV_ALLOW_ANY_MODEL", "").lower() in ("1", "true", "yes"),
+        )
+
+
+LIMITS = Limits.from_env()
+
+
+# Functions look LIMITS up when called (not as a default argument), so tests can swap it.
+def check_block(num_drafts: int, draft_length: int, limits: Limits | None = None) -> None:
+    limits = limits or LIMITS
+    if num_drafts * draft_length > limits.block_tokens:
+        raise ValueError(
+            f"K x L = {num_drafts} x {draft_length} = {num_drafts * draft_length} drafted tokens per iteration is over "
+            f"this server's limit of {limits.block_tokens} (SPECTR_GBV_MAX_BLOCK_TOKENS): lower K or L"
+        )
+
+
+def check_prompt_tokens(count: int, limits: Limits | None = None) -> None:
+    limits = limits or LIMITS
+    if count > limits.prompt_tokens:
+        raise ValueError(
+            f"the prompt is {count} tokens long, over this server's limit of {limits.prompt_tokens} "
+            "(SPECTR_GBV_MAX_PROMPT_TOKENS): shorten it"
+        )
+
+
+class Budget:
+    """Wall time and iterations left to one request; `tick()` between decoding iterations."""
+
+    def __init__(self, limits: Limits | None = None):
+        self.limits = limits = limits or LIMITS
+        self.deadline = time.monotonic() + limits.seconds
+        self.iterations = 0
+
+    def tick(self, iterations: int = 1) -> None:
+        self.iterations += iterations
+        if self.iterations > self.limits.iterations:
+            raise ValueError(
+                f"this request needs more than {self.limits.iterations} decoding iterations "
+                "(SPECTR_GBV_MAX_ITERATIONS): ask for fewer tokens, runs or sweep values"
+            )
+        if time.monotonic() > self.deadline:
+            raise ValueError(
+                f"this request ran past this server's limit of {self.limits.seconds} s (SPECTR_GBV_MAX_SECONDS) and "
+                "was stopped: ask for fewer tokens, runs or sweep values"
+            )

@@ -1,0 +1,22 @@
+"""24 concurrent clients against the app on loopback (tests/load_test.py, `make load-test`).
+
+Every request ends in time with a correct result or a clear "queue is full" answer; none
+fails or hangs, and at least the first waiting line's worth succeeds.
+"""
+
+from __future__ import annotations
+
+from app_server import running_app
+from load_test import run_load
+
+REQUESTS, QUEUE_SIZE, WALL_BOUND_S = 24, 16, 420
+
+
+def test_concurrent_mixed_requests_all_end_correctly_or_busy():
+    with running_app(queue={"queue_size": QUEUE_SIZE, "concurrency": 2}) as url:
+        report = run_load(url, REQUESTS)
+    assert report["failed"] == [], report["failed"]
+    assert report["ok"] + report["busy"] == REQUESTS
+    assert report["ok"] >= QUEUE_SIZE  # the waiting line's worth is served
+    assert report["wall_s"] < WALL_BOUND_S
+    assert set(report["by_endpoint"]) == {"/generate", "/compare", "/sweep", "/fidelity"}
