@@ -100,3 +100,15 @@ def test_same_settings_and_seed_give_the_same_result_in_another_session(client):
     assert [r["new_tokens"] for r in first["independent"]] == [r["new_tokens"] for r in second["independent"]]
     gen = ("toy", "the dog", "spectr_gbv", 4, 3, 1.0, 25, 3)
     assert client.predict(*gen, api_name="/generate")[2]["text"] == other.predict(*gen, api_name="/generate")[2]["text"]
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "app.py", "README.md", "../../etc/hostname"])
+def test_no_file_on_the_server_disk_is_served(client, path):
+    import urllib.error
+    import urllib.request
+
+    try:
+        status = urllib.request.urlopen(f"{client.src.rstrip('/')}/gradio_api/file={path}", timeout=10).status
+    except urllib.error.HTTPError as error:
+        status = error.code
+    assert status in (403, 404)
