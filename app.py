@@ -344,7 +344,9 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                             info="Toy world: words the cat dog sat ran on mat . | Two-token example: A B")
         with gr.Tabs():
             with gr.Tab("Generate", id="generate"):
-                generate_button = gr.Button("Generate", variant="primary", elem_id="generate-button")
+                with gr.Row():
+                    generate_button = gr.Button("Generate", variant="primary", elem_id="generate-button", scale=3)
+                    stop_button = gr.Button("Stop", variant="stop", elem_id="stop-button", scale=1)
                 output = gr.HTML("<i>The output appears here, token by token.</i>", elem_id="generate-output")
                 metrics_md = gr.Markdown(elem_id="generate-metrics")
                 metrics = gr.JSON(label="Run data (block efficiency and acceptance are hardware-free; tokens/s is this server's)")
@@ -401,11 +403,13 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
 
         settings_inputs = [num_drafts, draft_length, temperature, max_new_tokens, seed]
         explorer_outputs = [grid, distribution, iteration_json]
-        generate_button.click(
+        generating = generate_button.click(
             generate_stream, [pair, prompt, method, *settings_inputs],
             [output, metrics_md, metrics, run_state, iteration, *explorer_outputs],
             api_name="generate", concurrency_id="models",
         )
+        # Stop cancels this session's streaming run only; the session stays usable.
+        stop_button.click(None, cancels=[generating], api_visibility="private")
         iteration.release(show_iteration, [run_state, iteration], explorer_outputs, api_visibility="private")
         previous_button.click(functools.partial(step_iteration, delta=-1), [run_state, iteration], [iteration, *explorer_outputs],
                               api_visibility="private")
