@@ -271,7 +271,6 @@ def main() -> None:
     ablation_set = [families[f][i] for i in range(ablation_prompts) for f in ("gsm8k", "humaneval")][:ablation_prompts]
     abl = ablations(target, draft, ablation_set, tokens, log)
     lossy = lossy_cost(target, draft, [families[f][0] for f in ("alpaca", "lm1b")][:contexts], fidelity_runs, log)
-    written = figures(abl, out)
     checks = trends(cells, abl)
     names = list(families)
     md = "\n\n".join([
@@ -287,13 +286,16 @@ def main() -> None:
         f"**Ablation over T** (K = {DEFAULT_K}, L = {DEFAULT_L})\n\n" + ablation_markdown("T", abl["T"]),
         "**Exact and released SpecTr-GBV** (first-token law from fixed contexts)\n\n" + lossy_markdown(lossy, cells),
         "**The paper's trends on this pair**\n\n" + "\n".join(f"* {c}" for c in checks),
-        "Figures: " + ", ".join(written),
     ])
     (out / "paper_results.md").write_text(md + "\n")
     (out / "paper_results.json").write_text(json.dumps({"settings": {"K": DEFAULT_K, "L": DEFAULT_L, "T": DEFAULT_T,
                                                                      "tokens": tokens, "prompts_per_family": per_family},
                                                         "main": cells, "ablations": abl, "lossy": lossy, "trends": checks},
                                                        indent=1))
+    # Figures last: the numbers above are on disk even if image export fails or is interrupted.
+    written = figures(abl, out)
+    md += "\n\nFigures: " + ", ".join(written)
+    (out / "paper_results.md").write_text(md + "\n")
     print(md)
 
 
