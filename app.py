@@ -16,6 +16,7 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported
 
+import contextlib
 import functools
 import logging
 from pathlib import Path
@@ -34,7 +35,7 @@ from components.settings import (
 from components.text import LOSSY_NOTE, metrics_line, provenance_html, side_by_side_html
 from spectr_gbv import AUTOREGRESSIVE, METHODS
 from spectr_gbv.coupled import CoupledRun, coupled_steps
-from spectr_gbv.engine import decode_iterations, generate
+from spectr_gbv.engine import decode_iterations, generate, generate_config, run_record
 from spectr_gbv.fidelity import fidelity
 from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair
 from spectr_gbv.records import RunRecord
@@ -68,23 +69,25 @@ def user_errors(fn):
     if _is_generator(fn):
         @functools.wraps(fn)
         def generator_wrapper(*args, **kwargs):
-            try:
+            with _as_user_error():
                 yield from fn(*args, **kwargs)
-            except gr.Error:
-                raise
-            except Exception as error:  # noqa: BLE001 - every fault becomes a message
-                raise translate_error(error) from error
         return generator_wrapper
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        try:
+        with _as_user_error():
             return fn(*args, **kwargs)
-        except gr.Error:
-            raise
-        except Exception as error:  # noqa: BLE001
-            raise translate_error(error) from error
     return wrapper
+
+
+@contextlib.contextmanager
+def _as_user_error():
+    try:
+        yield
+    except gr.Error:
+        raise
+    except Exception as error:  # noqa: BLE001 - every fault becomes a message
+        raise translate_error(error) from error
 
 
 def _is_out_of_memory(error: BaseException) -> bool:
@@ -171,13 +174,11 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
         iterations.append(it)
         produced += len(it.emitted)
         progress(produced / config.max_new_tokens, desc=f"{produced} / {config.max_new_tokens} tokens")
-        partial = RunRecord(config, prompt_ids, [t for i in iterations for t in i.emitted], iterations, False)
+        partial = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
         yield provenance_html(partial, pair.token_text), metrics_line(partial), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    tokens = [t for i in iterations for t in i.emitted]
-    stopped = pair.target.eos_token_id is not None and bool(tokens) and tokens[-1] == pair.target.eos_token_id
-    record = RunRecord(config, prompt_ids, tokens, iterations, stopped)
+    record = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
     state = {"pair": pair.info.key, "record": record}
-    summary = record.summary() | {"pair": state["pair"], "text": pair.text(tokens)}
+    summary = record.summary() | {"pair": state["pair"], "text": pair.text(record.tokens)}
     grid, figure, details = _explorer_outputs(state, 1)
     slider = gr.update(minimum=1, maximum=max(len(iterations), 2), value=1, step=1, interactive=len(iterations) > 1)
     yield provenance_html(record, pair.token_text), metrics_line(record), summary, state, slider, grid, figure, details
@@ -208,12 +209,11 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
     tick = _ticker(Budget())
     progress(0, desc="AR baseline")
-    ar = generate(pair.target, None, prompt_ids, method=AUTOREGRESSIVE, temperature=base.temperature,
-                  max_new_tokens=base.max_new_tokens, seed=base.seed, with_theory=False, on_iteration=tick)
+    ar = generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False), tick)
     runs = {}
     for i, method in enumerate(methods):
         progress((i + 1) / (len(methods) + 2), desc=f"{METHODS[method].label}")
-        runs[method] = generate(pair.target, pair.draft, prompt_ids, **_kwargs(base, method), on_iteration=tick)
+        runs[method] = generate_config(pair.target, pair.draft, prompt_ids, base.config(method), tick)
     coupled_result = None
     if coupled:
         progress((len(methods) + 1) / (len(methods) + 2), desc="coupled run (same drafts and draws)")
@@ -253,11 +253,6 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
 
 def _ticker(budget: Budget):
     return lambda _record: budget.tick()
-
-
-def _kwargs(base, method):
-    return dict(method=method, num_drafts=base.num_drafts, draft_length=base.draft_length, temperature=base.temperature,
-                max_new_tokens=base.max_new_tokens, seed=base.seed)
 
 
 # --------------------------------------------------------------------------------------- Sweep

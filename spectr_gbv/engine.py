@@ -222,11 +222,28 @@ def generate(
         method=method, num_drafts=num_drafts, draft_length=draft_length, temperature=temperature,
         top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, with_theory=with_theory,
     )
+    return generate_config(target, draft, prompt_ids, config, on_iteration)
+
+
+def generate_config(
+    target: LanguageModel,
+    draft: LanguageModel | None,
+    prompt_ids: Sequence[int],
+    config: DecodeConfig,
+    on_iteration: Callable[[IterationRecord], None] | None = None,
+) -> RunRecord:
+    """`generate` for a ready DecodeConfig (callers that vary one setting use `dataclasses.replace`)."""
     iterations = []
     for record in decode_iterations(target, draft, prompt_ids, config):
         iterations.append(record)
         if on_iteration is not None:
             on_iteration(record)
+    return run_record(config, prompt_ids, iterations, target.eos_token_id)
+
+
+def run_record(config: DecodeConfig, prompt_ids: Sequence[int], iterations: list[IterationRecord],
+               eos_token_id: int | None) -> RunRecord:
+    """The run record of the iterations decoded so far (a streaming caller builds partial ones)."""
     tokens = [t for it in iterations for t in it.emitted]
-    stopped = target.eos_token_id is not None and bool(tokens) and tokens[-1] == target.eos_token_id
+    stopped = eos_token_id is not None and bool(tokens) and tokens[-1] == eos_token_id
     return RunRecord(config, list(prompt_ids), tokens, iterations, stopped)

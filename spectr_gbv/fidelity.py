@@ -16,7 +16,7 @@ the released SpecTr-GBV rule, on the instances where it is biased, does not.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -24,7 +24,7 @@ import torch
 from scipy import stats
 
 from .config import DecodeConfig
-from .engine import generate
+from .engine import generate_config
 from .models.base import LanguageModel
 from .probs import logits_to_probs
 
@@ -103,10 +103,8 @@ def fidelity(target: LanguageModel, draft: LanguageModel | None, prompt_ids: Seq
         raise ValueError(f"fidelity needs at least one run and one token, got N={num_runs}, n={num_tokens}")
     samples = []
     for seed in range(num_runs):
-        record = generate(target, draft, prompt_ids, method=config.method, num_drafts=config.num_drafts,
-                          draft_length=config.draft_length, temperature=config.temperature, top_k=config.top_k,
-                          top_p=config.top_p, max_new_tokens=num_tokens, seed=seed, with_theory=False,
-                          on_iteration=on_iteration)
+        record = generate_config(target, draft, prompt_ids,
+                                 replace(config, max_new_tokens=num_tokens, seed=seed, with_theory=False), on_iteration)
         samples.append(tuple(record.tokens))
     counts = Counter(samples)
     law = exact_prefix_law(target, prompt_ids, list(counts), config)

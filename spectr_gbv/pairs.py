@@ -167,9 +167,6 @@ def get_pair(key: str, allow_custom: bool = False) -> Pair:
     key = by_label.get(key, key)
     if allow_custom and isinstance(key, str) and "," in key:
         info = custom_pair_info(key.removeprefix("custom:"))
-        if info.key in _hub_pairs:
-            _hub_pairs.move_to_end(info.key)
-            return _hub_pairs[info.key]
         with _LOAD_LOCK:
             return _custom_pair(info)
     return _curated_pair(key)

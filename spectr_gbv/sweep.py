@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Callable, Sequence
 
 from .config import DecodeConfig
-from .engine import generate
+from .engine import generate_config
 from .methods import METHODS
 from .models.base import LanguageModel
 
@@ -36,15 +36,10 @@ def sweep(target: LanguageModel, draft: LanguageModel, prompt_ids: Sequence[int]
     rows = []
     for config in configs:
         if config.temperature not in ar_rates:
-            ar = generate(target, None, prompt_ids, method="ar", temperature=config.temperature, top_k=config.top_k,
-                          top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed, with_theory=False,
-                          on_iteration=on_iteration)
+            ar = generate_config(target, None, prompt_ids, replace(config, method="ar", with_theory=False), on_iteration)
             ar_rates[config.temperature] = ar.tokens_per_second
         for method in methods:
-            run = generate(target, draft, prompt_ids, method=method, num_drafts=config.num_drafts,
-                           draft_length=config.draft_length, temperature=config.temperature, top_k=config.top_k,
-                           top_p=config.top_p, max_new_tokens=config.max_new_tokens, seed=config.seed,
-                           on_iteration=on_iteration)
+            run = generate_config(target, draft, prompt_ids, replace(config, method=method), on_iteration)
             row = run.summary()
             row.update(axis=axis, value=getattr(config, field_name),
                        speedup_vs_ar=run.tokens_per_second / ar_rates[config.temperature])

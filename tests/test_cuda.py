@@ -9,7 +9,6 @@ drafted tokens stay on the device until commit).
 
 from __future__ import annotations
 
-import itertools
 import warnings
 
 import pytest
@@ -21,8 +20,7 @@ from spectr_gbv.engine import draft_blocks
 from spectr_gbv.methods import VerifyInput
 from spectr_gbv.models.hf import load_pair
 from spectr_gbv.randomness import ScriptedRandomness
-from test_models_hf import full_logits, greedy
-from test_statistical import chi_square_p_value
+from test_models_hf import assert_first_two_tokens_follow_the_target_law, greedy
 from tiny_models import save_tiny_llama
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -73,19 +71,7 @@ def test_seeded_decoding_is_reproducible_on_cuda(cuda_pair, method):
 
 def test_first_two_tokens_follow_the_exact_target_law_on_cuda(cuda_dirs):
     target, draft, _ = load_pair(str(cuda_dirs["small"]), str(cuda_dirs["small_draft"]), device="cuda", dtype=torch.float32)
-    target.eos_token_id = None
-    prompt = [2, 3]
-    V = target.vocab_size
-    first = torch.softmax(full_logits(target, prompt)[-1].double(), -1)
-    law = {}
-    for a, b in itertools.product(range(V), repeat=2):
-        law[(a, b)] = (first[a] * torch.softmax(full_logits(target, prompt + [a])[-1].double(), -1)[b]).item()
-    samples = [
-        tuple(generate(target, draft, prompt, method="spectr_gbv", num_drafts=3, draft_length=2, max_new_tokens=2,
-                       seed=seed, with_theory=False).tokens)
-        for seed in range(1200)
-    ]
-    assert chi_square_p_value(samples, law) > 1e-3
+    assert_first_two_tokens_follow_the_target_law(target, draft)
 
 
 @pytest.mark.parametrize("method", list(METHODS))
