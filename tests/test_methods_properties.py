@@ -134,3 +134,18 @@ def test_tree_theory_visits_each_trie_node_once():
     value = tree_expected_accepted(inp, counting_rule)
     assert len(calls) == L and calls == [K] * L
     assert value == pytest.approx(METHODS["spectr"].expected_accepted(inp))
+
+
+def test_a_subnormal_draft_probability_does_not_make_block_weights_nan():
+    """Hypothesis found it: p = 5e-324 for a drafted token made q/p overflow to inf and the
+    closed-form block weights inf - inf = NaN; the lazy and eager rules then disagreed."""
+    tiny = 4.9e-324
+    draft = torch.tensor([[[1.0, 0.0, 0.0], [1.0, tiny, 0.0], [1.0, 0.0, 0.0]]], dtype=torch.float64)
+    target = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]], dtype=torch.float64)
+    inp = VerifyInput.build(torch.tensor([[0, 1, 0]]), draft, target)
+    from spectr_gbv.methods.gbv import scan_weights
+
+    assert scan_weights(inp).tolist() == [1.0, 1.0, 1.0]  # omega_2 = min(1 * q/p, 1) = 1, then stays 1
+    for name in ("gbv", "spectr_gbv"):
+        result = METHODS[name].verify(inp, ScriptedRandomness([0.0] * 20))
+        assert result.tokens == [0, 1, 0, 0]  # the whole block is accepted (q gives it probability 1)

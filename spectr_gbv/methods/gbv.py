@@ -20,17 +20,23 @@ from ..randomness import Randomness
 from .base import SubBlockTest, VerifyInput, VerifyResult, single_draft_result
 
 
-def block_weights(first_weight: torch.Tensor, later_ratios: torch.Tensor) -> torch.Tensor:
+def block_weights(first_weight: torch.Tensor, later_log_ratios: torch.Tensor) -> torch.Tensor:
     """omega_1 = first_weight, omega_t = min(omega_{t-1} * ratio_t, 1).  [..., m]
 
-    first_weight: [...] in [0, 1]; later_ratios: [..., m-1], ratio_t = q_t(y_t) / p_t(y_t)
-    for t = 2..m. Closed form of the recursion, no loop: with C_t the cumulative log
-    ratios (C_0 = 0, C_1 = log omega_1), log omega_t = C_t - max_{j<=t} C_j.
+    first_weight: [...] in [0, 1]; later_log_ratios: [..., m-1], log ratio_t = log q_t(y_t) -
+    log p_t(y_t) for t = 2..m (see `log_ratios`). Closed form of the recursion, no loop: with
+    C_t the cumulative log ratios (C_0 = 0, C_1 = log omega_1), log omega_t = C_t - max_{j<=t} C_j.
     """
-    log_steps = torch.cat([first_weight.unsqueeze(-1).log(), later_ratios.log()], dim=-1)
+    log_steps = torch.cat([first_weight.unsqueeze(-1).log(), later_log_ratios], dim=-1)
     cumulative = log_steps.cumsum(-1)
     running_max = torch.cummax(cumulative, dim=-1).values.clamp(min=0.0)
     return torch.exp(cumulative - running_max)
+
+
+def log_ratios(target: torch.Tensor, draft: torch.Tensor) -> torch.Tensor:
+    """log q - log p, taken in log space: q / p overflows to inf for a subnormal p (a drafted
+    token of probability 5e-324 gives 2e323), and inf - inf in `block_weights` would be NaN."""
+    return target.log() - draft.log()
 
 
 def sub_block_probs(omega: torch.Tensor, mass: torch.Tensor) -> torch.Tensor:
@@ -83,8 +89,8 @@ def last_success(outcomes: list[bool]) -> int:
 def scan_weights(inp: VerifyInput) -> torch.Tensor:
     """omega of draft 0 ([L]): omega_1 = min(q_1(X_1)/p_1(X_1), 1), then GBV's recursion."""
     tokens = inp.draft_tokens[0]
-    ratios = token_probs(inp.target_probs[0, :-1], tokens) / token_probs(inp.draft_probs[0], tokens)
-    return block_weights(ratios[0].clamp(max=1.0), ratios[1:])
+    q, p = token_probs(inp.target_probs[0, :-1], tokens), token_probs(inp.draft_probs[0], tokens)
+    return block_weights((q[0] / p[0]).clamp(max=1.0), log_ratios(q[1:], p[1:]))
 
 
 def scan_probs(inp: VerifyInput) -> tuple[torch.Tensor, torch.Tensor]:

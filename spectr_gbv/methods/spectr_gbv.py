@@ -31,7 +31,7 @@ import torch
 from ..probs import residual, token_probs
 from ..randomness import Randomness
 from .base import SubBlockTest, VerifyInput, VerifyResult
-from .gbv import all_fail_from, block_accept_probs, block_weights, last_success, scan_coins
+from .gbv import all_fail_from, block_accept_probs, block_weights, last_success, log_ratios, scan_coins
 from .spectr import kseq_beta, kseq_residual, optimal_rho
 
 
@@ -52,7 +52,7 @@ def node_weights(inp: VerifyInput, depth: int, node_target: torch.Tensor, unused
     target_rows = select_drafts(inp.target_probs, unused)[:, depth:]  # [n, m+1, V] nodes u .. u y_{1:m}
     draft_rows = select_drafts(inp.draft_probs, unused)[:, depth:]  # [n, m, V]
     first = torch.clamp(token_probs(node_target, tokens[:, 0]) / (rho * token_probs(node_draft, tokens[:, 0])), max=1.0)
-    later = token_probs(target_rows[:, 1:-1], tokens[:, 1:]) / token_probs(draft_rows[:, 1:], tokens[:, 1:])
+    later = log_ratios(token_probs(target_rows[:, 1:-1], tokens[:, 1:]), token_probs(draft_rows[:, 1:], tokens[:, 1:]))
     return NodeWeights(rho, kseq_beta(node_target, node_draft, rho), block_weights(first, later))
 
 
