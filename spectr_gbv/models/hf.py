@@ -151,12 +151,20 @@ def default_draft_dir() -> Path:
         if key.startswith("model.layers.") and int(key.split(".")[2]) < reused:
             tensors[key] = value
     for key, value in load_file(str(weights)).items():
+        value = value.to(embedding.dtype)  # the trained part may be stored in half precision
         part, rest = key.split(".", 1)
-        tensors[f"model.layers.{reused}.{rest}" if part == "layer" else f"model.norm.{rest}"] = value
+        if part == "layers":  # layers.J.* is the J-th new layer, placed after the reused ones
+            j, rest = rest.split(".", 1)
+            tensors[f"model.layers.{reused + int(j)}.{rest}"] = value
+        elif part == "layer":  # a single new layer, as stored by the first drafts
+            tensors[f"model.layers.{reused}.{rest}"] = value
+        else:
+            tensors[f"model.norm.{rest}"] = value
+    depth = reused + meta.get("new_layers", 1)
     config = json.loads((target_dir / "config.json").read_text())
-    config["num_hidden_layers"] = reused + 1
+    config["num_hidden_layers"] = depth
     if config.get("layer_types"):
-        config["layer_types"] = config["layer_types"][: reused + 1]
+        config["layer_types"] = config["layer_types"][:depth]
     staging = folder.with_name(folder.name + ".partial")
     staging.mkdir(parents=True, exist_ok=True)
     (staging / "config.json").write_text(json.dumps(config, indent=2))
