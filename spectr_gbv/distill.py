@@ -1,20 +1,22 @@
 """Distil a small draft for the offline default target (SmolLM2-135M-Instruct).
 
-    python -m spectr_gbv.distill [--out assets/draft] [--sequences 320] [--epochs 6] [--seed 0]
+    python -m spectr_gbv.distill [--out assets/draft] [--samples-cache F.pt] [--seed 0]
 
-Kangaroo / LayerSkip-style self-distillation, from the installed packages only:
+(the defaults are the shipped draft's recipe). Kangaroo / LayerSkip-style
+self-distillation, from the installed packages only:
 
 1. prompts: written by the templates below (code, math, story, instructions), seeded;
-2. data: the target's own continuations of those prompts (sampled, T = 0.8), and for every
-   continuation position the target's full next-token distribution (kept as its top 64)
-   and the hidden state after its first REUSED_LAYERS layers;
-3. draft: those first layers (frozen, shared with the target), ONE new decoder layer
-   (initialised from the target's next layer) and a new final norm, trained to minimise
-   the cross-entropy to the target's distribution (KL up to a constant), and the target's
-   tied output head restricted to the OUTPUT_TOKENS tokens with the most target mass
-   (FR-Spec-style): the draft's distribution is still a proper distribution over the full
-   vocabulary, with zero mass on the other tokens;
-4. output: the new layer and norm as safetensors, the restricted token ids, and a JSON
+2. data: the target's own continuations of those prompts (sampled, T = 0.8), with the
+   target's next-token distribution at every continuation position (its top 64, taken from
+   the very forwards that sampled the tokens) and the hidden state after its first
+   `--reused-layers` layers; the last `--validation` sequences are held out of training;
+3. draft: those first layers (frozen, shared with the target), `--new-layers` new decoder
+   layers (initialised from the target's last layers) and a new final norm, trained to
+   minimise the cross-entropy to the target's distribution (KL up to a constant), and the
+   target's tied output head restricted to the OUTPUT_TOKENS tokens with the most target
+   mass (FR-Spec-style): the draft's distribution is still a proper distribution over the
+   full vocabulary, with zero mass on the other tokens;
+4. output: the new layers and norm as safetensors, the restricted token ids, and a JSON
    record of the run. `spectr_gbv.models.hf.default_draft_dir()` assembles them with the
    target's shared weights into an ordinary model folder, loaded like any other model.
 """
@@ -29,7 +31,8 @@ from pathlib import Path
 
 import torch
 
-REUSED_LAYERS = 6
+REUSED_LAYERS = 5
+NEW_LAYERS = 2
 INIT_LAYER = 29  # the target's last layer: its output already feeds the final norm and head
 OUTPUT_TOKENS = 8192
 TEACHER_TOP = 64
@@ -307,7 +310,7 @@ class DraftHead(torch.nn.Module):
     The new layers start as copies of the target's layers ending at `init_layer` (by default
     its last ones, whose output already suits the final norm and the head)."""
 
-    def __init__(self, target, init_layer: int = INIT_LAYER, reused: int = REUSED_LAYERS, new_layers: int = 1):
+    def __init__(self, target, init_layer: int = INIT_LAYER, reused: int = REUSED_LAYERS, new_layers: int = NEW_LAYERS):
         super().__init__()
         import copy
 
@@ -390,14 +393,15 @@ def main() -> None:
     parser.add_argument("--out", default="assets/draft")
     parser.add_argument("--sequences", type=int, default=2048, help="prompts sampled (the last --validation are held out)")
     parser.add_argument("--validation", type=int, default=64, help="sampled sequences kept out of training")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--init-layer", type=int, default=INIT_LAYER, help="target layer the new layer starts from")
     parser.add_argument("--samples-cache", help="reuse/save the sampled data here (a .pt file)")
     parser.add_argument("--reused-layers", type=int, default=REUSED_LAYERS, help="frozen target layers under the new ones")
-    parser.add_argument("--new-layers", type=int, default=1, help="trained decoder layers on top of the reused ones")
-    parser.add_argument("--half", action="store_true", help="store the trained weights as float16 (half the size)")
+    parser.add_argument("--new-layers", type=int, default=NEW_LAYERS, help="trained decoder layers on top of the reused ones")
+    parser.add_argument("--float32", action="store_true",
+                        help="store the trained weights in float32 (two layers then exceed the 25 MB the repository allows)")
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     started = time.time()
@@ -436,9 +440,9 @@ def main() -> None:
         "validation_sequences": len(validation), "sample_temperature": SAMPLE_TEMPERATURE, "epochs": args.epochs,
         "seed": args.seed, "train_loss_per_epoch": losses, "validation_loss_per_epoch": validation_losses,
         "head_mass_coverage": coverage, "train_seconds": round(time.time() - started), "torch": torch.__version__,
-        "stored_dtype": "float16" if args.half else "float32",
+        "stored_dtype": "float32" if args.float32 else "float16",
     }
-    save(draft, output_ids, Path(args.out), meta, torch.float16 if args.half else torch.float32)
+    save(draft, output_ids, Path(args.out), meta, torch.float32 if args.float32 else torch.float16)
     print(json.dumps(meta, indent=2))
 
 

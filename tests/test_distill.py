@@ -58,7 +58,7 @@ def test_training_the_new_layer_lowers_the_held_out_loss(tmp_path):
     records = distill.teacher_records(target, samples, reused=1)
     head = target.get_output_embeddings().weight.detach()
     token_index = torch.arange(head.shape[0])
-    draft = distill.DraftHead(target, init_layer=2, reused=1)
+    draft = distill.DraftHead(target, init_layer=2, reused=1, new_layers=1)  # skips layer 1: not the target itself
     with torch.no_grad():
         before = sum(distill.record_loss(draft, head, r, token_index).item() for r in records[-6:]) / 6
     _, validation = distill.train(draft, head, records[:-6], token_index, epochs=3, seed=0, lr=3e-3,
