@@ -396,7 +396,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--init-layer", type=int, default=INIT_LAYER, help="target layer the new layer starts from")
+    parser.add_argument("--init-layer", type=int, default=INIT_LAYER, help="target layer the last new layer starts from")
     parser.add_argument("--samples-cache", help="reuse/save the sampled data here (a .pt file)")
     parser.add_argument("--reused-layers", type=int, default=REUSED_LAYERS, help="frozen target layers under the new ones")
     parser.add_argument("--new-layers", type=int, default=NEW_LAYERS, help="trained decoder layers on top of the reused ones")

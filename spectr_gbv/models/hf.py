@@ -156,11 +156,9 @@ def default_draft_dir() -> Path:
         if part == "layers":  # layers.J.* is the J-th new layer, placed after the reused ones
             j, rest = rest.split(".", 1)
             tensors[f"model.layers.{reused + int(j)}.{rest}"] = value
-        elif part == "layer":  # a single new layer, as stored by the first drafts
-            tensors[f"model.layers.{reused}.{rest}"] = value
         else:
             tensors[f"model.norm.{rest}"] = value
-    depth = reused + meta.get("new_layers", 1)
+    depth = reused + meta["new_layers"]
     config = json.loads((target_dir / "config.json").read_text())
     config["num_hidden_layers"] = depth
     if config.get("layer_types"):
