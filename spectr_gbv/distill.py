@@ -1,17 +1,19 @@
 """Distil a small draft for the offline default target (SmolLM2-135M-Instruct).
 
-    python -m spectr_gbv.distill [--out assets/draft] [--samples-cache F.pt] [--seed 0]
+    python -m spectr_gbv.distill [--out assets/draft] [--samples-cache PREFIX] [--seed 0]
 
 (the defaults are the shipped draft's recipe). Kangaroo / LayerSkip-style
 self-distillation, from the installed packages only:
 
-1. prompts: written by the templates below (code, math, story, instructions), seeded;
+1. prompts: written by the templates below (code, math, story, instructions), in
+   `--rounds` rounds of `--sequences` prompts, round r seeded with seed + r;
 2. data: the target's own continuations of those prompts (sampled, T = 0.8), with the
    target's next-token distribution at every continuation position (its top 64, taken from
    the very forwards that sampled the tokens) and the hidden state after its first
    `--reused-layers` layers; the last `--validation` sequences are held out of training;
 3. draft: those first layers (frozen, shared with the target), `--new-layers` new decoder
-   layers (initialised from the target's last layers) and a new final norm, trained to
+   layers (initialised from the target's layers right after the reused ones, so training
+   starts from the target cut short) and a new final norm, trained to
    minimise the cross-entropy to the target's distribution (KL up to a constant), and the
    target's tied output head restricted to the OUTPUT_TOKENS tokens with the most target
    mass (FR-Spec-style): the draft's distribution is still a proper distribution over the
@@ -33,7 +35,7 @@ import torch
 
 REUSED_LAYERS = 5
 NEW_LAYERS = 2
-INIT_LAYER = 29  # the target's last layer: its output already feeds the final norm and head
+ROUNDS = 2  # sampling rounds of --sequences prompts each: the draft is data-limited, so more is better
 OUTPUT_TOKENS = 8192
 TEACHER_TOP = 64
 SAMPLE_TEMPERATURE = 0.8
@@ -200,7 +202,7 @@ def make_prompts(count: int, seed: int) -> list[tuple[str, str]]:
     return [(kinds[i % 4], makers[kinds[i % 4]](rng)) for i in range(count)]
 
 
-HELD_OUT_PROMPTS = [  # the app's kinds of example; none of them is produced by the templates
+HELD_OUT_PROMPTS = [  # bench.draft's prompts, the app's kinds of example; never trained on (drop_held_out)
     ("code", "Write a Python class for a simple bank account with deposit and withdraw methods."),
     ("code", "Write a function that returns all even numbers from a list."),
     ("math", "If a rectangle is 7 cm long and 4 cm wide, what is its area and its perimeter?"),
@@ -210,6 +212,23 @@ HELD_OUT_PROMPTS = [  # the app's kinds of example; none of them is produced by 
     ("instructions", "How do I make a cup of tea?"),
     ("instructions", "List four ways to be more productive in the morning."),
 ]
+
+BENCH_PROMPTS = {  # make bench's end-to-end prompts (spectr_gbv.bench), one per kind
+    "code": "Write a Python function that checks whether a year is a leap year.",
+    "math": "A car uses 6 litres of fuel per 100 km. How much fuel does it need for 250 km?",
+    "story": "Write a short story about a fox who opens a bakery.",
+    "instructions": "How can I keep my kitchen clean when I have little time?",
+}
+
+HELD_OUT_TEXTS = {text for _, text in HELD_OUT_PROMPTS} | set(BENCH_PROMPTS.values())
+
+
+def drop_held_out(prompts: list[tuple[str, str]], samples: list[dict]) -> list[dict]:
+    """The samples whose prompt is none of the measured prompts. The templates can write one
+    of them by chance (round 1 writes the leap-year prompt); dropping it after sampling keeps
+    every other sample, and the random stream, as they were."""
+    return [s for (_, text), s in zip(prompts, samples, strict=True) if text not in HELD_OUT_TEXTS]
+
 
 # ------------------------------------------------------------------------------- data
 
@@ -307,15 +326,17 @@ def choose_output_tokens(records: list[dict], vocab: int, always: list[int]) -> 
 class DraftHead(torch.nn.Module):
     """The trained part: `new_layers` decoder layers and a final norm, over frozen reused layers.
 
-    The new layers start as copies of the target's layers ending at `init_layer` (by default
-    its last ones, whose output already suits the final norm and the head)."""
+    The new layers start as copies of the target's layers ending at `init_layer`; by default
+    the ones right after the reused layers, so the untrained draft is the target cut short.
+    (Copies of the target's last layers, whose output suits the final norm, did worse: on
+    half the data and 4 epochs, alpha at T = 0.7 on the validation sequences was 0.432 against 0.459.)"""
 
-    def __init__(self, target, init_layer: int = INIT_LAYER, reused: int = REUSED_LAYERS, new_layers: int = NEW_LAYERS):
+    def __init__(self, target, init_layer: int | None = None, reused: int = REUSED_LAYERS, new_layers: int = NEW_LAYERS):
         super().__init__()
         import copy
 
         inner = target.model
-        first = init_layer - new_layers + 1
+        first = reused if init_layer is None else init_layer - new_layers + 1
         self.layers = torch.nn.ModuleList(copy.deepcopy(inner.layers[first + j]) for j in range(new_layers))
         for j, layer in enumerate(self.layers):
             layer.self_attn.layer_idx = reused + j  # its place in the assembled draft
@@ -324,8 +345,9 @@ class DraftHead(torch.nn.Module):
             parameter.requires_grad_(True)  # copies of frozen target weights: these are trained
         self.rotary = inner.rotary_emb
 
-    def forward(self, hidden: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
-        """hidden [1, S, H] after the reused layers -> log-probs over the restricted head [1, S, V']."""
+    def forward(self, hidden: torch.Tensor, head: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """hidden [1, S, H] after the reused layers -> log-probs over the restricted head at
+        positions start.. [1, S - start, V'] (the head is the costliest part: skip what is not scored)."""
         length = hidden.shape[1]
         positions = torch.arange(length).unsqueeze(0)
         causal = torch.full((length, length), float("-inf")).triu(1)[None, None]
@@ -333,12 +355,12 @@ class DraftHead(torch.nn.Module):
         for layer in self.layers:
             hidden = layer(hidden, attention_mask=causal, position_ids=positions, position_embeddings=rotary)
             hidden = hidden[0] if isinstance(hidden, tuple) else hidden
-        return torch.log_softmax(self.norm(hidden) @ head.T, dim=-1)
+        return torch.log_softmax(self.norm(hidden[:, start:]) @ head.T, dim=-1)
 
 
 def record_loss(draft: DraftHead, head: torch.Tensor, record: dict, token_index: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of the draft to the target's (top-k, restricted) distribution, per token."""
-    log_probs = draft(record["hidden"].unsqueeze(0), head)[0, record["start"] :]  # [T, V']
+    log_probs = draft(record["hidden"].unsqueeze(0), head, record["start"])[0]  # [T, V']
     restricted = token_index[record["top_ids"]]  # -1 where outside the head
     weights = torch.where(restricted >= 0, record["top_probs"], 0.0)
     picked = log_probs.gather(-1, restricted.clamp(min=0))
@@ -391,13 +413,16 @@ def save(draft: DraftHead, output_ids: list[int], out: Path, meta: dict, dtype: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="assets/draft")
-    parser.add_argument("--sequences", type=int, default=2048, help="prompts sampled (the last --validation are held out)")
+    parser.add_argument("--sequences", type=int, default=2048, help="prompts sampled per round")
+    parser.add_argument("--rounds", type=int, default=ROUNDS,
+                        help="sampling rounds, each with its own prompts and seed (the last --validation sequences are held out)")
     parser.add_argument("--validation", type=int, default=64, help="sampled sequences kept out of training")
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--init-layer", type=int, default=INIT_LAYER, help="target layer the last new layer starts from")
-    parser.add_argument("--samples-cache", help="reuse/save the sampled data here (a .pt file)")
+    parser.add_argument("--init-layer", type=int,
+                        help="target layer the last new layer starts from (default: the layers right after the reused ones)")
+    parser.add_argument("--samples-cache", help="reuse/save each round's sampled data as PREFIX.roundR.pt")
     parser.add_argument("--reused-layers", type=int, default=REUSED_LAYERS, help="frozen target layers under the new ones")
     parser.add_argument("--new-layers", type=int, default=NEW_LAYERS, help="trained decoder layers on top of the reused ones")
     parser.add_argument("--float32", action="store_true",
@@ -411,14 +436,17 @@ def main() -> None:
     target, tokenizer = loaded.model, loaded.tokenizer
     for p in target.parameters():
         p.requires_grad_(False)
-    prompts = make_prompts(args.sequences, args.seed)
-    cache = Path(args.samples_cache) if args.samples_cache else None
-    if cache is not None and cache.is_file():
-        samples = torch.load(cache)
-    else:
-        samples = sample_continuations(target, tokenizer, [p for _, p in prompts], args.seed)
-        if cache is not None:
-            torch.save(samples, cache)
+    samples = []
+    for round_ in range(args.rounds):  # round r: its own prompts and sampling, seeded with seed + r
+        cache = Path(f"{args.samples_cache}.round{round_}.pt") if args.samples_cache else None
+        prompts = make_prompts(args.sequences, args.seed + round_)
+        if cache is not None and cache.is_file():
+            sampled = torch.load(cache)
+        else:
+            sampled = sample_continuations(target, tokenizer, [p for _, p in prompts], args.seed + round_)
+            if cache is not None:
+                torch.save(sampled, cache)
+        samples += drop_held_out(prompts, sampled)
     sampled_tokens = sum(len(s["ids"]) - s["prompt_length"] for s in samples)
     print(f"sampled {sampled_tokens} continuation tokens in {time.time() - started:.0f} s", flush=True)
     records = teacher_records(target, samples, args.reused_layers)
@@ -435,8 +463,9 @@ def main() -> None:
     losses, validation_losses = train(draft, head, records, token_index, args.epochs, args.seed, args.lr, validation)
     meta = {
         "base": "default", "reused_layers": args.reused_layers, "new_layers": args.new_layers, "output_tokens": OUTPUT_TOKENS,
-        "init_layer": args.init_layer, "lr": args.lr,
-        "sequences": len(records), "continuation_tokens": sum(r["top_ids"].shape[0] for r in records),
+        "init_layer": args.init_layer if args.init_layer is not None else args.reused_layers + args.new_layers - 1,
+        "lr": args.lr,
+        "rounds": args.rounds, "sequences": len(records), "continuation_tokens": sum(r["top_ids"].shape[0] for r in records),
         "validation_sequences": len(validation), "sample_temperature": SAMPLE_TEMPERATURE, "epochs": args.epochs,
         "seed": args.seed, "train_loss_per_epoch": losses, "validation_loss_per_epoch": validation_losses,
         "head_mass_coverage": coverage, "train_seconds": round(time.time() - started), "torch": torch.__version__,

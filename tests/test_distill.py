@@ -22,7 +22,20 @@ def test_prompts_are_seeded_cycle_the_four_kinds_and_are_varied():
     assert prompts == distill.make_prompts(2048, seed=0) and prompts != distill.make_prompts(2048, seed=1)
     assert [kind for kind, _ in prompts[:8]] == ["code", "math", "story", "instructions"] * 2
     assert len({text for _, text in prompts}) > 1500
-    assert not {text for _, text in prompts} & {text for _, text in distill.HELD_OUT_PROMPTS}
+    first_round = {text for _, text in prompts}
+    assert not first_round & distill.HELD_OUT_TEXTS
+
+
+def test_later_rounds_add_prompts_and_the_measured_prompts_are_dropped_from_training():
+    second = distill.make_prompts(2048, seed=1)
+    texts = {text for _, text in second}
+    assert texts - {text for _, text in distill.make_prompts(2048, seed=0)}  # new prompts
+    assert texts & distill.HELD_OUT_TEXTS  # round 1 writes the leap-year bench prompt by chance
+    samples = [{"row": i} for i in range(len(second))]  # stand-ins, aligned with the prompts
+    kept = distill.drop_held_out(second, samples)
+    kept_texts = {second[s["row"]][1] for s in kept}
+    assert not kept_texts & distill.HELD_OUT_TEXTS
+    assert len(kept) == len(second) - sum(text in distill.HELD_OUT_TEXTS for _, text in second)
 
 
 def tiny_target(tmp_path):
@@ -48,6 +61,16 @@ def test_teacher_data_from_a_padded_batch_equals_an_unpadded_forward(tmp_path):
         assert torch.equal(s["top_ids"][:, 0], probs.argmax(-1))
         hidden = distill.reused_hidden_states(target, ids[:-1], reused=2)
         assert torch.allclose(hidden, out.hidden_states[2][0, :-1], rtol=1e-4, atol=1e-4)
+
+
+def test_by_default_the_new_layers_start_as_the_target_layers_after_the_reused_ones(tmp_path):
+    target = tiny_target(tmp_path)
+    draft = distill.DraftHead(target, reused=1, new_layers=2)
+    for j in range(2):
+        copied = dict(target.model.layers[1 + j].named_parameters())
+        for name, parameter in draft.layers[j].named_parameters():
+            assert torch.equal(parameter, copied[name]) and parameter.requires_grad
+    assert draft.layers[1].self_attn.layer_idx == 2  # its place in the assembled draft
 
 
 def test_training_the_new_layer_lowers_the_held_out_loss(tmp_path):

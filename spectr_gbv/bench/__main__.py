@@ -22,14 +22,8 @@ import time
 import torch
 
 from .. import generate, load_pair
+from ..distill import BENCH_PROMPTS as PROMPTS  # held out of the draft's training data
 from ..models.hf import chat_prompt_ids
-
-PROMPTS = {  # held out from the draft's training prompts (spectr_gbv.distill)
-    "code": "Write a Python function that checks whether a year is a leap year.",
-    "math": "A car uses 6 litres of fuel per 100 km. How much fuel does it need for 250 km?",
-    "story": "Write a short story about a fox who opens a bakery.",
-    "instructions": "How can I keep my kitchen clean when I have little time?",
-}
 
 
 def timed(fn):
