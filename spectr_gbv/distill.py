@@ -35,7 +35,8 @@ import torch
 
 REUSED_LAYERS = 5
 NEW_LAYERS = 2
-ROUNDS = 2  # sampling rounds of --sequences prompts each: the draft is data-limited, so more is better
+ROUNDS = 2  # sampling rounds of SEQUENCES prompts each: the draft is data-limited, so more is better
+SEQUENCES = 2048  # prompts per round
 OUTPUT_TOKENS = 8192
 TEACHER_TOP = 64
 SAMPLE_TEMPERATURE = 0.8
@@ -337,6 +338,7 @@ class DraftHead(torch.nn.Module):
 
         inner = target.model
         first = reused if init_layer is None else init_layer - new_layers + 1
+        self.init_layer = first + new_layers - 1  # the target layer the last new layer was copied from
         self.layers = torch.nn.ModuleList(copy.deepcopy(inner.layers[first + j]) for j in range(new_layers))
         for j, layer in enumerate(self.layers):
             layer.self_attn.layer_idx = reused + j  # its place in the assembled draft
@@ -413,7 +415,7 @@ def save(draft: DraftHead, output_ids: list[int], out: Path, meta: dict, dtype: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="assets/draft")
-    parser.add_argument("--sequences", type=int, default=2048, help="prompts sampled per round")
+    parser.add_argument("--sequences", type=int, default=SEQUENCES, help="prompts sampled per round")
     parser.add_argument("--rounds", type=int, default=ROUNDS,
                         help="sampling rounds, each with its own prompts and seed (the last --validation sequences are held out)")
     parser.add_argument("--validation", type=int, default=64, help="sampled sequences kept out of training")
@@ -463,8 +465,7 @@ def main() -> None:
     losses, validation_losses = train(draft, head, records, token_index, args.epochs, args.seed, args.lr, validation)
     meta = {
         "base": "default", "reused_layers": args.reused_layers, "new_layers": args.new_layers, "output_tokens": OUTPUT_TOKENS,
-        "init_layer": args.init_layer if args.init_layer is not None else args.reused_layers + args.new_layers - 1,
-        "lr": args.lr,
+        "init_layer": draft.init_layer, "lr": args.lr,
         "rounds": args.rounds, "sequences": len(records), "continuation_tokens": sum(r["top_ids"].shape[0] for r in records),
         "validation_sequences": len(validation), "sample_temperature": SAMPLE_TEMPERATURE, "epochs": args.epochs,
         "seed": args.seed, "train_loss_per_epoch": losses, "validation_loss_per_epoch": validation_losses,

@@ -18,18 +18,19 @@ from tiny_models import save_tiny_llama
 
 
 def test_prompts_are_seeded_cycle_the_four_kinds_and_are_varied():
-    prompts = distill.make_prompts(2048, seed=0)
-    assert prompts == distill.make_prompts(2048, seed=0) and prompts != distill.make_prompts(2048, seed=1)
+    prompts = distill.make_prompts(distill.SEQUENCES, seed=0)
+    assert prompts == distill.make_prompts(distill.SEQUENCES, seed=0)
+    assert prompts != distill.make_prompts(distill.SEQUENCES, seed=1)
     assert [kind for kind, _ in prompts[:8]] == ["code", "math", "story", "instructions"] * 2
-    assert len({text for _, text in prompts}) > 1500
     first_round = {text for _, text in prompts}
+    assert len(first_round) > 1500
     assert not first_round & distill.HELD_OUT_TEXTS
 
 
 def test_later_rounds_add_prompts_and_the_measured_prompts_are_dropped_from_training():
-    second = distill.make_prompts(2048, seed=1)
+    second = distill.make_prompts(distill.SEQUENCES, seed=1)
     texts = {text for _, text in second}
-    assert texts - {text for _, text in distill.make_prompts(2048, seed=0)}  # new prompts
+    assert texts - {text for _, text in distill.make_prompts(distill.SEQUENCES, seed=0)}  # new prompts
     assert texts & distill.HELD_OUT_TEXTS  # round 1 writes the leap-year bench prompt by chance
     samples = [{"row": i} for i in range(len(second))]  # stand-ins, aligned with the prompts
     kept = distill.drop_held_out(second, samples)
@@ -70,6 +71,7 @@ def test_by_default_the_new_layers_start_as_the_target_layers_after_the_reused_o
         copied = dict(target.model.layers[1 + j].named_parameters())
         for name, parameter in draft.layers[j].named_parameters():
             assert torch.equal(parameter, copied[name]) and parameter.requires_grad
+    assert draft.init_layer == 2  # recorded in draft.json
     assert draft.layers[1].self_attn.layer_idx == 2  # its place in the assembled draft
 
 

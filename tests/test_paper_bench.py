@@ -8,7 +8,7 @@ import math
 import pytest
 
 from spectr_gbv.bench import paper
-from spectr_gbv.distill import HELD_OUT_PROMPTS, ROUNDS, make_prompts
+from spectr_gbv.distill import HELD_OUT_TEXTS, ROUNDS, SEQUENCES, make_prompts
 
 
 def test_prompt_suite_has_five_families_of_two_dozen_unseen_prompts():
@@ -16,9 +16,8 @@ def test_prompt_suite_has_five_families_of_two_dozen_unseen_prompts():
     families = suite["families"]
     assert list(families) == ["humaneval", "gsm8k", "mgsm", "lm1b", "alpaca"]
     assert all(len(p) == 24 and len(set(p)) == 24 for p in families.values())
-    # every round the draft's recipe samples (2,048 prompts each, round r seeded with r)
-    training = {text for r in range(ROUNDS) for _, text in make_prompts(2048, seed=r)}
-    training |= {text for _, text in HELD_OUT_PROMPTS}
+    # every round the draft's recipe samples (round r seeded with r), and the prompts it measures on
+    training = {text for r in range(ROUNDS) for _, text in make_prompts(SEQUENCES, seed=r)} | HELD_OUT_TEXTS
     assert not training & {p for prompts in families.values() for p in prompts}
     assert "Licence" in suite["about"]
 
