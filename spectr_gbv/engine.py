@@ -158,6 +158,17 @@ def _check_context_fits(target: LanguageModel, draft: LanguageModel | None, prom
             )
 
 
+def _start_feature_feed(target, draft, target_session, draft_session, prompt_ids) -> None:
+    """A feature-conditioned draft needs the target's features of the prompt before its first draft."""
+    if not (hasattr(target_session, "prefill") and hasattr(target_session, "take_features")):
+        raise ValueError(f"draft {getattr(draft, 'name', 'model')!r} reads the target's features, which target "
+                         f"{getattr(target, 'name', 'model')!r} does not provide")
+    if len(prompt_ids) < 2:
+        raise ValueError("a feature-conditioned draft needs a prompt of at least two tokens")
+    target_session.prefill()
+    draft_session.add_features(target_session.take_features())
+
+
 def decode_iterations(
     target: LanguageModel, draft: LanguageModel | None, prompt_ids: Sequence[int], config: DecodeConfig
 ) -> Iterator[IterationRecord]:
@@ -172,6 +183,9 @@ def decode_iterations(
     eos = target.eos_token_id
     target_session = target.start(prompt_ids)
     draft_session = draft.start(prompt_ids) if draft is not None and not config.is_autoregressive else None
+    feed_features = draft_session is not None and getattr(draft, "needs_features", False)
+    if feed_features:
+        _start_feature_feed(target, draft, target_session, draft_session, prompt_ids)
     generators = (
         _generator(draft.device if draft_session else target.device, 2 * config.seed),
         _generator(target.device, 2 * config.seed + 1),
@@ -191,6 +205,8 @@ def decode_iterations(
         target_session.commit(branch, emitted)
         if draft_session is not None:
             draft_session.commit(branch, emitted)
+            if feed_features:  # the committed positions' features, from the scoring forward just run
+                draft_session.add_features(target_session.take_features())
         produced += len(emitted)
         index += 1
         yield replace(record, emitted=emitted)

@@ -62,9 +62,20 @@ def test_cached_scoring_and_drafting_equal_a_full_recompute(tiny_pair):
     scored = session.score(torch.tensor([[16, 17], [18, 19]]))
     for k, block in enumerate([[16, 17], [18, 19]]):
         assert torch.allclose(scored[k], full_logits(target, context + block)[len(context) - 1 :], atol=1e-4)
+    # A winning draft whose trie nodes are not the first ones (its entries are moved into place).
+    session.commit(1, [18, 19, 4])
+    context += [18, 19, 4]
+    blocks = torch.tensor([[5, 6, 7], [5, 8, 9], [10, 11, 12]])
+    scored = session.score(blocks)
+    for k, block in enumerate(blocks.tolist()):
+        assert torch.allclose(scored[k], full_logits(target, context + block)[len(context) - 1 :], atol=1e-4)
+    session.commit(1, [5, 8, 13])
+    context += [5, 8, 13]
+    scored = session.score(torch.tensor([[16, 17]]))
+    assert torch.allclose(scored[0], full_logits(target, context + [16, 17])[len(context) - 1 :], atol=1e-4)
+    session.commit(0, [16, 17])
+    context += [16, 17]
     # Drafting: branch logits and one extension step per row.
-    session.commit(0, [16, 17, 5])  # whole block accepted + bonus
-    context += [16, 17, 5]
     first = session.branch_logits(2)
     assert torch.allclose(first[1], full_logits(target, context)[-1], atol=1e-4)
     step = session.extend_branches(torch.tensor([8, 9]))

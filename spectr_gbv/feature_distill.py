@@ -1,0 +1,179 @@
+"""Train the feature-conditioned draft (spectr_gbv.models.feature_draft) of the default target.
+
+    python -m spectr_gbv.feature_data --round 0 --first 0 --count 512   (and the other chunks)
+    python -m spectr_gbv.feature_distill --data 'cache/features.round0.*.pt' [--out assets/draft/feature]
+
+Data: the target's own samples with its top-64 distributions and its features
+(`spectr_gbv.feature_data`; the measured prompts are dropped there). Training: the head
+unrolled to `--depth` draft positions in parallel ("training-time test", EAGLE-3): depth 1
+reads the target's feature, depth d > 1 the head's own prediction from depth d - 1, with the
+attention pattern the draft's cache has at inference. Loss: cross-entropy to the target's
+distribution restricted to the head's tokens (KL up to a constant), weighted DEPTH_WEIGHT^(d-1).
+The restricted token list is the shipped distilled draft's (chosen from the target's mass
+over 358,924 positions), so both drafts cover the same tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import random
+import time
+from pathlib import Path
+
+import torch
+
+from .models.feature_draft import FeatureDraftHead, FeatureDraftShape, save_feature_draft, tokenizer_fingerprint
+
+DEPTH = 3
+DEPTH_WEIGHT = 0.8
+EPOCHS = 8
+LR = 1e-3
+INIT_LAYER = -1  # the target layer the decoder layer starts from (its last one)
+VALIDATION = 64
+
+
+def training_record(sample: dict) -> dict | None:
+    """The entries of one sequence: features f_0..f_{S-2}, tokens x_1..x_{S-1}, and where the
+    teacher distributions sit: the entry at position s (depth d) predicts token s + 2, whose
+    target distribution is top_*[s + 2 - prompt_length]."""
+    ids, start = sample["ids"], sample["prompt_length"]
+    n = sample["top_ids"].shape[0]
+    if n < 3:
+        return None
+    return {
+        "features": sample["features"],
+        "tokens": torch.tensor(ids[1:]),
+        "first": start - 2,  # first entry position with a teacher
+        "top_ids": sample["top_ids"],
+        "top_probs": sample["top_probs"],
+    }
+
+
+def record_losses(head: FeatureDraftHead, embedding: torch.Tensor, output: torch.Tensor, record: dict,
+                  token_index: torch.Tensor, depth: int) -> list[torch.Tensor]:
+    """Per depth, the mean cross-entropy to the target at every entry that has a teacher."""
+    features = record["features"].float()
+    first, n = record["first"], record["top_ids"].shape[0]
+    start = max(first - depth, 0)  # earlier prompt positions are attention context only
+    outputs = head.unrolled(features, embedding[record["tokens"]], depth, start)
+    restricted = token_index[record["top_ids"]]  # -1 where outside the head
+    weights = torch.where(restricted >= 0, record["top_probs"], 0.0)
+    losses = []
+    for d, g in enumerate(outputs, start=1):
+        lo = max(first, d - 1)  # depth d needs d - 1 earlier entries
+        rows = g[lo - start : first + n - start]
+        teacher = slice(lo - first, n)
+        log_probs = torch.log_softmax(rows @ output.T, dim=-1)
+        picked = log_probs.gather(-1, restricted[teacher].clamp(min=0))
+        losses.append(-(weights[teacher] * picked).sum(-1).mean())
+    return losses
+
+
+def acceptance(head, embedding, output, record, token_index, temperature: float = 0.7) -> tuple[float, int]:
+    """Sum over teacher positions of sum_x min(p(x), q(x)) at depth 1, with q the target's top-64
+    renormalised at `temperature` (an estimate of SD's per-token acceptance alpha), and the count."""
+    with torch.no_grad():
+        first, n = record["first"], record["top_ids"].shape[0]
+        g = head.unrolled(record["features"].float(), embedding[record["tokens"]], 1, first)[0]
+        logits = g[:n] @ output.T / temperature
+        p = torch.softmax(logits, dim=-1)
+        q = record["top_probs"].double() ** (1 / temperature)
+        q = (q / q.sum(-1, keepdim=True)).float()
+        restricted = token_index[record["top_ids"]]
+        p_at = torch.where(restricted >= 0, p.gather(-1, restricted.clamp(min=0)), 0.0)
+        return torch.minimum(p_at, q).sum().item(), n
+
+
+def train(head, embedding, output, records, validation, token_index, epochs: int, depth: int, lr: float, seed: int):
+    torch.manual_seed(seed)
+    parameters = [p for p in head.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=0.0)
+    steps = epochs * len(records)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.05)
+    order = random.Random(seed)
+    history = []
+    for epoch in range(epochs):
+        started = time.time()
+        indices = list(range(len(records)))
+        order.shuffle(indices)
+        totals = [0.0] * depth
+        for i in indices:
+            losses = record_losses(head, embedding, output, records[i], token_index, depth)
+            loss = sum(DEPTH_WEIGHT ** d * value for d, value in enumerate(losses))
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+            optimizer.step()
+            scheduler.step()
+            for d, value in enumerate(losses):
+                totals[d] += value.item()
+        with torch.no_grad():
+            val = [0.0] * depth
+            for r in validation:
+                for d, value in enumerate(record_losses(head, embedding, output, r, token_index, depth)):
+                    val[d] += value.item()
+        accepted = [acceptance(head, embedding, output, r, token_index) for r in validation]
+        alpha = sum(a for a, _ in accepted) / max(sum(n for _, n in accepted), 1)
+        entry = {"epoch": epoch + 1, "train_loss": [t / len(records) for t in totals],
+                 "validation_loss": [v / max(len(validation), 1) for v in val], "validation_alpha_t07": alpha,
+                 "seconds": round(time.time() - started)}
+        history.append(entry)
+        print(json.dumps(entry), flush=True)
+    return history
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", nargs="+", default=["cache/features.round*.pt"], help="feature_data outputs (globs)")
+    parser.add_argument("--out", default="assets/draft/feature")
+    parser.add_argument("--epochs", type=int, default=EPOCHS)
+    parser.add_argument("--depth", type=int, default=DEPTH, help="draft positions unrolled in training")
+    parser.add_argument("--lr", type=float, default=LR)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--validation", type=int, default=VALIDATION, help="sequences kept out of training")
+    parser.add_argument("--limit", type=int, help="train on at most this many sequences (quick trials)")
+    args = parser.parse_args()
+    started = time.time()
+    from .models.hf import DRAFT_ASSETS, OUTPUT_TOKEN_IDS_FILE, load_model
+
+    loaded = load_model("default", device="cpu", dtype=torch.float32)
+    target, tokenizer = loaded.model, loaded.tokenizer
+    paths = sorted(p for pattern in args.data for p in glob.glob(pattern))
+    if not paths:
+        raise SystemExit(f"no data matches {args.data}; sample it with python -m spectr_gbv.feature_data")
+    samples = [s for path in paths for s in torch.load(path)]
+    records = [r for r in map(training_record, samples) if r is not None]
+    records, validation = records[: len(records) - args.validation], records[len(records) - args.validation :]
+    if args.limit:
+        records = records[: args.limit]
+    output_ids = json.loads((DRAFT_ASSETS / OUTPUT_TOKEN_IDS_FILE).read_text())
+    token_index = torch.full((len(tokenizer),), -1, dtype=torch.long)
+    token_index[output_ids] = torch.arange(len(output_ids))
+    embedding = target.get_input_embeddings().weight.detach()
+    output = target.get_output_embeddings().weight[output_ids].detach()
+    shape = FeatureDraftShape.of_target(target.config)
+    head = FeatureDraftHead(shape)
+    head.init_from_target_layer(target.model.layers[INIT_LAYER], target.model.norm)
+    print(f"{len(records)} training and {len(validation)} validation sequences from {len(paths)} files", flush=True)
+    history = train(head, embedding, output, records, validation, token_index, args.epochs, args.depth, args.lr, args.seed)
+    meta = {
+        "kind": "feature-conditioned (EAGLE-style): fc + 1 decoder layer + norm, restricted head",
+        "base": "default", "hidden_size": shape.hidden_size, "vocab_size": len(tokenizer),
+        "tokenizer": tokenizer_fingerprint(tokenizer), "output_tokens": len(output_ids),
+        "init_layer": INIT_LAYER, "depth": args.depth, "depth_weight": DEPTH_WEIGHT, "lr": args.lr,
+        "epochs": args.epochs, "seed": args.seed, "data": [Path(p).name for p in paths],
+        "sequences": len(records), "validation_sequences": len(validation),
+        "continuation_tokens": sum(r["top_ids"].shape[0] for r in records),
+        "history": history, "train_seconds": round(time.time() - started), "torch": torch.__version__,
+        "stored_dtype": "float16",
+    }
+    out = Path(args.out)
+    save_feature_draft(head, out, meta)
+    (out / OUTPUT_TOKEN_IDS_FILE).write_text(json.dumps(output_ids))
+    print(json.dumps({k: v for k, v in meta.items() if k != "history"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

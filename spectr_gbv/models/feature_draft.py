@@ -1,0 +1,349 @@
+"""A feature-conditioned draft (the EAGLE family: Li et al. 2024) behind the engine's interface.
+
+The draft reads the target's own last hidden state ("feature": the output of the target's
+final norm, the vector its output head reads) instead of re-encoding the text:
+
+    entry t:   x_t = fc([norm_f(f_t); norm_e(E[token_{t+1}])])      f_t: feature at position t
+               h_t = one decoder layer over entries <= t (its own KV cache, RoPE at position t)
+               g_t = norm(h_t)                                    the predicted feature f_{t+1}
+               p(token_{t+2} | ...) = softmax(g_t @ W_head[restricted].T)
+
+E is the target's (tied) embedding and W_head its output head restricted to the draft's
+token list (FR-Spec-style; zero probability elsewhere). For the first draft position the
+feature is the target's own (the engine hands the draft the features of the committed
+positions from the scoring forward it already runs); deeper positions feed back g, the
+draft's prediction of the next feature. The training (`spectr_gbv.feature_distill`) unrolls
+exactly this feedback ("training-time test", EAGLE-3), so each depth sees what inference
+feeds it.
+
+Exactness does not depend on any of this: the engine samples the K drafts from exactly
+the distributions it hands the verifier, whatever features produced them.
+
+Committed entries (true features) live in one cache row; while drafting, the K branches'
+entries are kept beside it and dropped at commit, because they were built from predicted
+features. The next iteration first adds the entries of the newly committed positions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+
+WEIGHTS_FILE = "feature_draft.safetensors"
+META_FILE = "feature_draft.json"
+
+
+@dataclass(frozen=True)
+class FeatureDraftShape:
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    rope_theta: float
+    rms_norm_eps: float
+
+    @classmethod
+    def of_target(cls, config) -> "FeatureDraftShape":
+        rope = (getattr(config, "rope_parameters", None) or {}).get("rope_theta", getattr(config, "rope_theta", 10000.0))
+        return cls(config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
+                   getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
+                   config.intermediate_size, float(rope), float(config.rms_norm_eps))
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """A short hash of the vocabulary (token -> id) and the special tokens: equal iff the drafts' ids mean the same."""
+    vocab = sorted(tokenizer.get_vocab().items())
+    special = [tokenizer.eos_token_id, tokenizer.bos_token_id]
+    return hashlib.sha256(json.dumps([vocab, special]).encode()).hexdigest()[:16]
+
+
+class RMSNorm(torch.nn.Module):
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+class FeatureDraftHead(torch.nn.Module):
+    """The trained part: fc, one Llama-style decoder layer and a final norm (the head and the
+    embedding are the target's, passed in, never copied into the draft's file)."""
+
+    def __init__(self, shape: FeatureDraftShape):
+        super().__init__()
+        self.shape = shape
+        h, a, kv, d, m = shape.hidden_size, shape.num_heads, shape.num_kv_heads, shape.head_dim, shape.intermediate_size
+        self.norm_feature = RMSNorm(h, shape.rms_norm_eps)
+        self.norm_embedding = RMSNorm(h, shape.rms_norm_eps)
+        self.fc = torch.nn.Linear(2 * h, h, bias=False)
+        self.input_norm = RMSNorm(h, shape.rms_norm_eps)
+        self.q_proj = torch.nn.Linear(h, a * d, bias=False)
+        self.k_proj = torch.nn.Linear(h, kv * d, bias=False)
+        self.v_proj = torch.nn.Linear(h, kv * d, bias=False)
+        self.o_proj = torch.nn.Linear(a * d, h, bias=False)
+        self.post_attention_norm = RMSNorm(h, shape.rms_norm_eps)
+        self.gate_proj = torch.nn.Linear(h, m, bias=False)
+        self.up_proj = torch.nn.Linear(h, m, bias=False)
+        self.down_proj = torch.nn.Linear(m, h, bias=False)
+        self.norm = RMSNorm(h, shape.rms_norm_eps)
+        inv_freq = 1.0 / (shape.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+
+    def init_from_target_layer(self, layer, final_norm) -> None:
+        """Start the decoder layer as a copy of a target layer (a trained block is a better start than noise)."""
+        pairs = [(self.q_proj, layer.self_attn.q_proj), (self.k_proj, layer.self_attn.k_proj),
+                 (self.v_proj, layer.self_attn.v_proj), (self.o_proj, layer.self_attn.o_proj),
+                 (self.gate_proj, layer.mlp.gate_proj), (self.up_proj, layer.mlp.up_proj),
+                 (self.down_proj, layer.mlp.down_proj), (self.input_norm, layer.input_layernorm),
+                 (self.post_attention_norm, layer.post_attention_layernorm), (self.norm, final_norm)]
+        with torch.no_grad():
+            for mine, theirs in pairs:
+                mine.weight.copy_(theirs.weight)
+
+    # -- the pieces of one entry
+    def rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = positions.float()[:, None] * self.inv_freq[None, :]
+        emb = torch.cat([freqs, freqs], dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+    def entry_inputs(self, features: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.cat([self.norm_feature(features), self.norm_embedding(embeddings)], dim=-1))
+
+    def qkv(self, x: torch.Tensor, positions: torch.Tensor):
+        """x [B, S, H] -> q [B, A, S, D], k, v [B, KV, S, D] with RoPE at `positions` [S]."""
+        b, s, _ = x.shape
+        d = self.shape.head_dim
+        y = self.input_norm(x)
+        q = self.q_proj(y).view(b, s, -1, d).transpose(1, 2)
+        k = self.k_proj(y).view(b, s, -1, d).transpose(1, 2)
+        v = self.v_proj(y).view(b, s, -1, d).transpose(1, 2)
+        cos, sin = self.rope(positions, x.dtype)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        return q, k, v
+
+    def finish(self, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """Attention output [B, A, S, D] -> the predicted feature g [B, S, H]."""
+        b, _, s, _ = attended.shape
+        h = x + self.o_proj(attended.transpose(1, 2).reshape(b, s, -1))
+        y = self.post_attention_norm(h)
+        h = h + self.down_proj(F.silu(self.gate_proj(y)) * self.up_proj(y))
+        return self.norm(h)
+
+    @staticmethod
+    def attend(q, k, v, mask: torch.Tensor | None) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+
+    # -- training: the feedback unrolled to `depth` levels in parallel over a sequence
+    def unrolled(self, features: torch.Tensor, embeddings: torch.Tensor, depth: int, start: int = 0) -> list[torch.Tensor]:
+        """features [S, H] (f_0..f_{S-1}), embeddings [S, H] (E[token_1..token_S]) -> for each depth
+        d = 1..depth, g^(d) [S - start, H]: at index s - start, depth d's output for the entry at
+        position s, whose input is the target's feature at d = 1 and g^(d-1) at s - 1 otherwise.
+
+        The entry of depth d at s attends to the true entries at positions <= s - d + 1 and to
+        the entries of depths j = 2..d at positions s - d + j: the draft's KV cache at inference
+        when it drafts position d from a committed context ending at s - d + 1. Positions before
+        `start` are context only: their true entries' keys and values are computed, nothing else
+        (a training caller reads outputs from `start + depth - 1` on)."""
+        length = features.shape[0]
+        positions = torch.arange(length, device=features.device)
+        rows = positions[start:]
+        x = self.entry_inputs(features, embeddings)[None]
+        q, k, v = self.qkv(x, positions)
+        keys, values, outputs = [k], [v], []
+        q, x = q[:, :, start:], x[:, start:]
+        embeddings = embeddings[start:]
+        for d in range(1, depth + 1):
+            if d > 1:
+                x = self.entry_inputs(inputs, embeddings)[None]
+                q, k, v = self.qkv(x, rows)
+                keys.append(k)
+                values.append(v)
+            query = rows[:, None]
+            blocks = [positions[None, :] <= query - d + 1]  # true entries
+            blocks += [rows[None, :] == query - d + j for j in range(2, d + 1)]
+            mask = torch.cat(blocks, dim=1)
+            mask[:, 0] |= ~mask.any(dim=1)  # rows with no valid key (s < d - 1) are ignored by the loss
+            g = self.finish(x, self.attend(q, torch.cat(keys, 2), torch.cat(values, 2), mask))[0]
+            outputs.append(g)
+            inputs = torch.cat([torch.zeros_like(g[:1]), g[:-1]], dim=0)
+        return outputs
+
+
+def save_feature_draft(head: FeatureDraftHead, out: Path, meta: dict, dtype: torch.dtype = torch.float16) -> None:
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().to(dtype).contiguous().clone() for k, v in head.state_dict().items()}
+    save_file(tensors, str(out / WEIGHTS_FILE), metadata={"format": "pt"})
+    (out / META_FILE).write_text(json.dumps(meta, indent=2))
+
+
+def rebuild_hint(folder: Path) -> str:
+    return f"rebuild it with: python -m spectr_gbv.feature_distill --out {folder}"
+
+
+def load_feature_draft_head(folder: Path, target_config, target_tokenizer, target_name: str) -> tuple[FeatureDraftHead, dict]:
+    """The head stored in `folder`, checked against the target it will read features from.
+
+    A missing or truncated file, or a head whose hidden size, vocabulary or tokenizer does
+    not match the target, is a ValueError naming both and how to rebuild; nothing is left
+    initialised at random."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    weights, meta_path = folder / WEIGHTS_FILE, folder / META_FILE
+    if not weights.is_file() or not meta_path.is_file():
+        raise ValueError(f"the feature-conditioned draft is missing ({weights} or {meta_path}); {rebuild_hint(folder)}")
+    try:
+        meta = json.loads(meta_path.read_text())
+        tensors = load_file(str(weights))
+    except (SafetensorError, OSError, ValueError) as error:
+        raise ValueError(f"the feature-conditioned draft {weights} is unreadable or truncated ({error}); "
+                         f"{rebuild_hint(folder)}") from error
+    shape = FeatureDraftShape.of_target(target_config)
+    checks = [("hidden size", meta.get("hidden_size"), shape.hidden_size),
+              ("vocabulary size", meta.get("vocab_size"), len(target_tokenizer)),
+              ("tokenizer", meta.get("tokenizer"), tokenizer_fingerprint(target_tokenizer))]
+    for what, draft_value, target_value in checks:
+        if draft_value != target_value:
+            raise ValueError(f"the feature-conditioned draft in {folder} does not fit target {target_name!r}: "
+                             f"{what} {draft_value!r} (draft) vs {target_value!r} (target)")
+    head = FeatureDraftHead(shape)
+    expected = set(head.state_dict())
+    if set(tensors) != expected:
+        missing, extra = sorted(expected - set(tensors)), sorted(set(tensors) - expected)
+        raise ValueError(f"the feature-conditioned draft {weights} has the wrong tensors (missing {missing[:4]}, "
+                         f"unexpected {extra[:4]}); {rebuild_hint(folder)}")
+    try:
+        head.load_state_dict({k: v.float() for k, v in tensors.items()})
+    except RuntimeError as error:  # a tensor of the wrong shape
+        raise ValueError(f"the feature-conditioned draft {weights} does not fit target {target_name!r}: "
+                         f"{str(error).splitlines()[0]}") from error
+    return head.eval(), meta
+
+
+# ---------------------------------------------------------------------------- engine adapter
+
+
+class FeatureDraftModel:
+    """The head as the engine's `LanguageModel`; its sessions need the target's features
+    (`needs_features`): the engine hands them over after every commit."""
+
+    needs_features = True
+
+    def __init__(self, head: FeatureDraftHead, embedding: torch.Tensor, output_weight: torch.Tensor,
+                 output_token_ids: Sequence[int], vocab_size: int, eos_token_id: int | None, name: str,
+                 max_positions: int | None = None):
+        self.head = head
+        self.device = embedding.device
+        dtype = embedding.dtype
+        self.head.to(self.device, dtype)
+        self.embedding = embedding  # the target's, shared
+        self.output_token_ids = torch.tensor(list(output_token_ids), dtype=torch.long, device=self.device)
+        self.output_head = output_weight[self.output_token_ids].detach().contiguous()
+        self.vocab_size = vocab_size
+        self.eos_token_id = eos_token_id
+        self.name = name
+        self.max_positions = max_positions
+
+    def start(self, prompt_ids: Sequence[int]) -> "FeatureDraftSession":
+        return FeatureDraftSession(self, list(prompt_ids))
+
+
+class FeatureDraftSession:
+    def __init__(self, model: FeatureDraftModel, prompt_ids: list[int]):
+        self.model = model
+        self.tokens = list(prompt_ids)  # committed tokens
+        self.features: list[torch.Tensor] = []  # target features of committed positions, in order, not yet entries
+        self.feature_count = 0  # features received so far (positions 0 .. feature_count - 1)
+        self.entries = 0  # committed entries in the cache (positions 0 .. entries - 1)
+        self.keys: torch.Tensor | None = None  # [1, KV, entries, D]
+        self.values: torch.Tensor | None = None
+        self.branch_keys: torch.Tensor | None = None  # [K, KV, depth, D], this iteration's drafted entries
+        self.branch_values: torch.Tensor | None = None
+        self.last_feature: torch.Tensor | None = None  # [K, H]: the predicted feature after the newest entry
+        self.forward_calls = 0
+
+    def add_features(self, features: torch.Tensor) -> None:
+        """The target's features of the next committed positions (from its scoring forward)."""
+        if features.shape[0]:
+            self.features.append(features.to(self.model.device, self.model.embedding.dtype))
+            self.feature_count += features.shape[0]
+
+    def _logits(self, g: torch.Tensor) -> torch.Tensor:
+        model = self.model
+        logits = torch.full((*g.shape[:-1], model.vocab_size), float("-inf"), device=g.device)
+        logits[..., model.output_token_ids] = (g @ model.output_head.T).float()
+        return logits
+
+    @torch.inference_mode()
+    def branch_logits(self, num_branches: int) -> torch.Tensor:
+        model, head = self.model, self.model.head
+        first, last = self.entries, len(self.tokens) - 2  # the entries that are now buildable
+        if self.feature_count < len(self.tokens) - 1:
+            raise RuntimeError(
+                f"the feature-conditioned draft needs the target's features of positions 0..{len(self.tokens) - 2}, "
+                f"has {self.feature_count}: the engine must hand them over (add_features) after each commit")
+        if last < first:
+            raise RuntimeError("the feature-conditioned draft needs at least two tokens of context")
+        features = torch.cat(self.features, dim=0) if len(self.features) > 1 else self.features[0]
+        self.features = [features]
+        offset = self.feature_count - features.shape[0]  # position of features[0]
+        new = features[first - offset : last + 1 - offset]
+        tokens = torch.tensor(self.tokens[first + 1 : last + 2], device=model.device)
+        x = head.entry_inputs(new, model.embedding[tokens])[None]
+        positions = torch.arange(first, last + 1, device=model.device)
+        q, k, v = head.qkv(x, positions)
+        self.keys = k if self.keys is None else torch.cat([self.keys, k], dim=2)
+        self.values = v if self.values is None else torch.cat([self.values, v], dim=2)
+        # A single layer: an entry's keys and values depend on its input only, so the earlier
+        # new entries need no attention; only the newest one's output is read.
+        g = head.finish(x[:, -1:], head.attend(q[:, :, -1:], self.keys, self.values, None))[0]
+        self.entries = last + 1
+        self.features = [features[last + 1 - offset :]]
+        self.forward_calls += 1
+        self.last_feature = g.expand(num_branches, -1)
+        self.branch_keys = self.branch_values = None
+        return self._logits(g).expand(num_branches, -1)
+
+    @torch.inference_mode()
+    def extend_branches(self, tokens: torch.Tensor) -> torch.Tensor:
+        model, head = self.model, self.model.head
+        rows = tokens.shape[0]
+        depth = 0 if self.branch_keys is None else self.branch_keys.shape[2]
+        x = head.entry_inputs(self.last_feature[:, None], model.embedding[tokens.to(model.device)][:, None])
+        q, k, v = head.qkv(x, torch.tensor([self.entries + depth], device=model.device))
+        self.branch_keys = k if self.branch_keys is None else torch.cat([self.branch_keys, k], dim=2)
+        self.branch_values = v if self.branch_values is None else torch.cat([self.branch_values, v], dim=2)
+        keys = torch.cat([self.keys.expand(rows, -1, -1, -1), self.branch_keys], dim=2)
+        values = torch.cat([self.values.expand(rows, -1, -1, -1), self.branch_values], dim=2)
+        g = head.finish(x, head.attend(q, keys, values, None))[:, 0]
+        self.last_feature = g
+        self.forward_calls += 1
+        return self._logits(g)
+
+    def score(self, blocks: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("a feature-conditioned draft only drafts; the target scores")
+
+    def commit(self, branch: int, tokens: Sequence[int]) -> None:
+        # Drafted entries were built from predicted features: dropped. The target's features
+        # of the committed positions arrive through add_features.
+        self.tokens += list(tokens)
+        self.branch_keys = self.branch_values = None
+        self.last_feature = None

@@ -1,0 +1,164 @@
+"""The feature-conditioned draft: training's unrolled feedback equals what inference drafts,
+the session consumes the features the target hands over, and bad files are refused."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from spectr_gbv.models.feature_draft import (
+    FeatureDraftHead,
+    FeatureDraftModel,
+    FeatureDraftShape,
+    load_feature_draft_head,
+    save_feature_draft,
+    tokenizer_fingerprint,
+)
+
+SHAPE = FeatureDraftShape(hidden_size=32, num_heads=4, num_kv_heads=2, head_dim=8, intermediate_size=48,
+                          rope_theta=10000.0, rms_norm_eps=1e-6)
+VOCAB = 40
+
+
+def tiny_draft(seed: int = 0) -> tuple[FeatureDraftHead, FeatureDraftModel]:
+    torch.manual_seed(seed)
+    head = FeatureDraftHead(SHAPE)
+    with torch.no_grad():
+        for p in head.parameters():
+            p.add_(0.05 * torch.randn_like(p))  # norms away from 1, so a wrong norm shows
+    embedding = torch.randn(VOCAB, SHAPE.hidden_size)
+    output = torch.randn(VOCAB, SHAPE.hidden_size)
+    model = FeatureDraftModel(head, embedding, output, list(range(0, VOCAB, 2)), VOCAB, None, "tiny feature draft")
+    return head, model
+
+
+def test_unrolled_training_equals_inference_drafting():
+    head, model = tiny_draft()
+    torch.manual_seed(1)
+    length, context = 14, 7
+    tokens = torch.randint(0, VOCAB, (length,))
+    features = torch.randn(length, SHAPE.hidden_size)
+    # training view: entries t = 0..length-2 with f_t and token t+1
+    with torch.no_grad():
+        for start in (0, 3):
+            unrolled = head.unrolled(features[:-1], model.embedding[tokens[1:]], 3, start)
+            session = model.start(tokens[:context].tolist())
+            session.add_features(features[: context - 1])
+            first = session.branch_logits(2)  # entry context-2: depth 1
+            g1 = unrolled[0][context - 2 - start]
+            expected = torch.full((VOCAB,), float("-inf"))
+            expected[model.output_token_ids] = g1 @ model.output_head.T
+            torch.testing.assert_close(first[0], expected)
+            # depth 2 at position context-1 reads token `context`; row 1 drafts another token
+            second = session.extend_branches(torch.tensor([tokens[context].item(), (tokens[context].item() + 1) % VOCAB]))
+            g2 = unrolled[1][context - 1 - start]
+            torch.testing.assert_close(second[0, model.output_token_ids], g2 @ model.output_head.T)
+            assert not torch.allclose(second[1, model.output_token_ids], second[0, model.output_token_ids])
+            third = session.extend_branches(torch.tensor([tokens[context + 1].item(), 0]))
+            g3 = unrolled[2][context - start]
+            torch.testing.assert_close(third[0, model.output_token_ids], g3 @ model.output_head.T, atol=1e-5, rtol=1e-5)
+
+
+def test_next_iteration_uses_the_committed_true_features():
+    head, model = tiny_draft(3)
+    torch.manual_seed(4)
+    tokens = torch.randint(0, VOCAB, (16,))
+    features = torch.randn(16, SHAPE.hidden_size)
+    session = model.start(tokens[:5].tolist())
+    session.add_features(features[:4])
+    session.branch_logits(3)
+    session.extend_branches(torch.tensor([1, 2, 3]))
+    session.commit(1, tokens[5:8].tolist())  # three tokens emitted; the target hands over their features but the last
+    session.add_features(features[4:7])
+    logits = session.branch_logits(1)
+    with torch.no_grad():
+        g = head.unrolled(features[:15], model.embedding[tokens[1:16]], 1)[0][6]
+    torch.testing.assert_close(logits[0, model.output_token_ids], g @ model.output_head.T)
+
+
+def test_drafting_without_the_targets_features_is_an_error():
+    _, model = tiny_draft()
+    session = model.start([1, 2, 3])
+    with pytest.raises(RuntimeError, match="needs the target's features"):
+        session.branch_logits(1)
+
+
+class FakeTokenizer:
+    def __init__(self, size: int):
+        self.vocab = {f"t{i}": i for i in range(size)}
+        self.eos_token_id, self.bos_token_id = 1, 0
+
+    def get_vocab(self):
+        return dict(self.vocab)
+
+    def __len__(self):
+        return len(self.vocab)
+
+
+def _target_config(hidden=SHAPE.hidden_size):
+    return SimpleNamespace(hidden_size=hidden, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                           intermediate_size=48, rope_parameters={"rope_theta": 10000.0}, rms_norm_eps=1e-6)
+
+
+def _saved(tmp_path, tokenizer):
+    head, _ = tiny_draft()
+    meta = {"hidden_size": SHAPE.hidden_size, "vocab_size": len(tokenizer), "tokenizer": tokenizer_fingerprint(tokenizer)}
+    save_feature_draft(head, tmp_path, meta, dtype=torch.float32)
+    return head
+
+
+def test_a_saved_head_loads_back_exactly(tmp_path):
+    tokenizer = FakeTokenizer(VOCAB)
+    head = _saved(tmp_path, tokenizer)
+    loaded, _ = load_feature_draft_head(tmp_path, _target_config(), tokenizer, "tiny")
+    for key, value in head.state_dict().items():
+        torch.testing.assert_close(loaded.state_dict()[key], value)
+
+
+@pytest.mark.parametrize("change, words", [
+    ("hidden", "hidden size 32 (draft) vs 64 (target)"),
+    ("vocab", "vocabulary size"),
+    ("tokenizer", "tokenizer"),
+])
+def test_a_head_for_another_target_is_refused_naming_both(tmp_path, change, words):
+    tokenizer = FakeTokenizer(VOCAB)
+    _saved(tmp_path, tokenizer)
+    config, other = _target_config(), tokenizer
+    if change == "hidden":
+        config = _target_config(64)
+    elif change == "vocab":
+        other = FakeTokenizer(VOCAB + 1)
+    else:
+        other = FakeTokenizer(VOCAB)
+        other.vocab = {f"u{i}": i for i in range(VOCAB)}
+    with pytest.raises(ValueError, match="does not fit target 'the target'") as info:
+        load_feature_draft_head(tmp_path, config, other, "the target")
+    assert words in str(info.value)
+
+
+def test_missing_or_truncated_files_say_how_to_rebuild(tmp_path):
+    tokenizer = FakeTokenizer(VOCAB)
+    with pytest.raises(ValueError, match="missing.*python -m spectr_gbv.feature_distill"):
+        load_feature_draft_head(tmp_path, _target_config(), tokenizer, "t")
+    _saved(tmp_path, tokenizer)
+    weights = tmp_path / "feature_draft.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ValueError, match="unreadable or truncated.*python -m spectr_gbv.feature_distill"):
+        load_feature_draft_head(tmp_path, _target_config(), tokenizer, "t")
+
+
+def test_meta_without_a_tensor_is_refused(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    tokenizer = FakeTokenizer(VOCAB)
+    _saved(tmp_path, tokenizer)
+    weights = tmp_path / "feature_draft.safetensors"
+    tensors = load_file(str(weights))
+    tensors.pop("fc.weight")
+    save_file(tensors, str(weights))
+    with pytest.raises(ValueError, match="wrong tensors.*fc.weight"):
+        load_feature_draft_head(tmp_path, _target_config(), tokenizer, "t")
+    assert json.loads((tmp_path / "feature_draft.json").read_text())["hidden_size"] == SHAPE.hidden_size
