@@ -35,9 +35,12 @@ test: $(STAMP) $(BROWSER)
 screenshots: $(STAMP) $(BROWSER)
 	SPECTR_GBV_SCREENSHOTS=assets/screenshots $(PY) -m pytest -q tests/test_browser.py
 
+# Each method at its best (K, L) on this machine (a small search first), then 3 repeats,
+# each timed against the AR of the same repeat: median and range of the speedup, per-phase times.
 bench: $(STAMP)
-	$(PY) -m spectr_gbv.bench --methods sd rrs gbv spectr spectr_gbv spectr_gbv_released \
-		--drafts 4 --lengths 6 --temperatures 0.7 --max-new-tokens 48
+	$(PY) -m spectr_gbv.bench --search --repeats 3 --max-new-tokens 96 --temperature 0.7 \
+		--methods sd gbv spectr spectr_gbv spectr_gbv_released \
+		--json assets/results/cpu_bench.json --markdown assets/results/cpu_bench.md
 
 bench-verify: $(STAMP)
 	$(PY) -m spectr_gbv.bench.verify

@@ -53,11 +53,15 @@ class Pair:
 
 
 DEFAULT_KEY, TOY_KEY, TWO_TOKEN_KEY = "default", "toy", "two-token"
+LAYERED_KEY = "default-layers"  # the same target with the previous, layered distilled draft
 PAIRS: dict[str, PairInfo] = {
     p.key: p
     for p in [
-        PairInfo(DEFAULT_KEY, "SmolLM2-135M-Instruct + distilled draft (offline default)",
-                 note="Ships with the app: no download."),
+        PairInfo(DEFAULT_KEY, "SmolLM2-135M-Instruct + feature-conditioned draft (offline default)",
+                 note="Ships with the app: no download. The draft is one layer that reads the target's own "
+                      "last hidden states (EAGLE-style), so a draft step costs a few percent of a target step."),
+        PairInfo(LAYERED_KEY, "SmolLM2-135M-Instruct + layered distilled draft (offline, the previous default)",
+                 note="Same target; the draft re-reads the text with 5 of the target's layers and 2 trained ones."),
         PairInfo(TOY_KEY, "Toy world (8 words, exact distributions)",
                  note="A bigram world whose distributions are small enough to read; prompts use its words."),
         PairInfo(TWO_TOKEN_KEY, "Two-token example (GBV paper: q = (1/3, 2/3), p = (2/3, 1/3))",
@@ -199,4 +203,17 @@ def _curated_pair(key: str) -> Pair:
         return Pair(info, *two_token_pair(), encode_two, lambda ids: [TWO_TOKEN_WORDS[i] for i in ids], list(TWO_TOKEN_WORDS))
     if key == DEFAULT_KEY:
         return _default_pair()
+    if key == LAYERED_KEY:
+        with _LOAD_LOCK:
+            return _load_layered_default_pair()
     return _hub_pair(info)
+
+
+@lru_cache(maxsize=1)
+def _load_layered_default_pair() -> Pair:
+    """The default target (shared, not loaded twice) with the layered distilled draft."""
+    from .models.hf import DEFAULT_DRAFT, HFModel, load_model
+
+    default = _default_pair()
+    draft = HFModel(load_model(DEFAULT_DRAFT, device=default.target.device), default.target.vocab_size)
+    return Pair(PAIRS[LAYERED_KEY], default.target, draft, default.encode, default.token_text)

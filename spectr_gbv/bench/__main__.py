@@ -1,15 +1,22 @@
-"""End-to-end decoding benchmark on a real model pair.
+"""End-to-end decoding benchmark on a real model pair, with honest timing.
 
-    python -m spectr_gbv.bench [--quick] [--target default] [--draft PATH|HUB_ID] [--json F] [--markdown F]
+    python -m spectr_gbv.bench [--repeats 3] [--methods ...] [--drafts 4] [--lengths 6] [--search]
+                               [--target default] [--draft NAME|PATH|HUB_ID] [--json F] [--markdown F]
 
-For every prompt of a small built-in set (code, math, story, instructions) it runs `ar`
-and every method at every K, L, T, with the same max_new_tokens, and reports:
-block efficiency (tokens per target call) and mean accepted length (hardware-free),
-target calls per token, tokens/s and the wall-clock speedup against our `ar` measured in
-the same run on the same machine (hardware-dependent). Peers on the same pair and
-settings: transformers' `model.generate` (plain sampling) and its assisted generation
-(`assistant_model=`, the draft proposing L tokens). Timings are whole calls (after one
-warm-up), summed over prompts.
+Hardware-free: block efficiency (tokens per target call) and mean accepted tau.
+Wall clock, this machine only: every repeat times our `ar` first and then every method and
+peer on the same prompts, so each speedup is against the AR of its own repeat (a shared,
+noisy machine drifts between repeats, not within one). Reported: the median speedup over
+the repeats and its range, and the time per iteration in each phase (draft, target,
+verify, other = the rest of the loop) from the engine's own timings.
+
+Peers on the same pair and settings: transformers' `model.generate` (plain sampling) and
+its assisted generation (`assistant_model=`, only where the draft is an ordinary
+transformers model: a feature-conditioned draft is not one, so the layered distilled draft,
+the best draft transformers itself can run, is its assistant then).
+
+`--search`: a small (K, L) grid per method on half the prompts and tokens, one repeat,
+reporting each method's best setting on this machine; the main run then uses it.
 """
 
 from __future__ import annotations
@@ -17,20 +24,29 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import time
 
 import torch
 
-from .. import generate, load_pair
-from ..distill import BENCH_PROMPTS as PROMPTS  # held out of the draft's training data
-from ..models.hf import chat_prompt_ids
+from .. import generate
+from ..distill import BENCH_PROMPTS as PROMPTS  # held out of the drafts' training data
+from ..models.hf import DEFAULT_DRAFT, HFModel, chat_prompt_ids, load_model, load_pair
+
+SEARCH_DRAFTS = [1, 2, 4]
+SEARCH_LENGTHS = [3, 4, 6, 8]
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def timed(fn):
+    _sync()
     start = time.perf_counter()
     value = fn()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+    _sync()
     return value, time.perf_counter() - start
 
 
@@ -49,59 +65,112 @@ def hf_generate(model, prompt_ids, max_new_tokens, temperature, seed, assistant=
     return out.shape[1] - ids.shape[1]
 
 
+def decode_all(target, draft, prompts, method, K, L, T, n) -> dict:
+    """One method over all prompts: totals of tokens, target calls, phases and wall time."""
+    totals = {"tokens": 0, "calls": 0, "accepted": 0, "seconds": 0.0, "draft_s": 0.0, "target_s": 0.0, "verify_s": 0.0}
+    for i, ids in enumerate(prompts):
+        record, seconds = timed(lambda: generate(target, draft, ids, method=method, num_drafts=K, draft_length=L,
+                                                 temperature=T, max_new_tokens=n, seed=i, with_theory=False))
+        totals["tokens"] += len(record.tokens)
+        totals["calls"] += record.target_calls
+        totals["accepted"] += sum(it.num_accepted for it in record.iterations)
+        totals["seconds"] += seconds
+        for it in record.iterations:
+            totals["draft_s"] += it.timings.draft_s
+            totals["target_s"] += it.timings.target_s
+            totals["verify_s"] += it.timings.verify_s
+    return totals
+
+
+def peer_all(target, prompts, n, T, assistant=None, L=None) -> dict:
+    tokens, seconds = 0, 0.0
+    for i, ids in enumerate(prompts):
+        count, sec = timed(lambda: hf_generate(target, ids, n, T, i, assistant, L))
+        tokens, seconds = tokens + count, seconds + sec
+    return {"tokens": tokens, "seconds": seconds}
+
+
+def summarise(name: str, K: int, L: int, T: float, runs: list[dict], ar_runs: list[dict]) -> dict:
+    """Median and range of the per-repeat speedups, and per-iteration phase times (ms)."""
+    speedups = [(r["tokens"] / r["seconds"]) / (a["tokens"] / a["seconds"]) for r, a in zip(runs, ar_runs)]
+    row = {"method": name, "K": K, "L": L, "T": T, "repeats": len(runs),
+           "speedup_median": statistics.median(speedups), "speedup_min": min(speedups), "speedup_max": max(speedups),
+           "tokens_per_s": statistics.median(r["tokens"] / r["seconds"] for r in runs),
+           "block_efficiency": None, "mean_accepted": None}
+    if "calls" in runs[0]:
+        first = runs[0]
+        iterations = sum(r["calls"] for r in runs)
+        row["block_efficiency"] = first["tokens"] / first["calls"]
+        row["mean_accepted"] = first["accepted"] / first["calls"]
+        phases = {p: 1e3 * sum(r[f"{p}_s"] for r in runs) / iterations for p in ("draft", "target", "verify")}
+        phases["other"] = 1e3 * sum(r["seconds"] for r in runs) / iterations - sum(phases.values())
+        row["ms_per_iteration"] = phases
+    return row
+
+
+def settings_for(method: str, drafts: list[int], lengths: list[int], best: dict) -> list[tuple[int, int]]:
+    if method in best:
+        return [best[method]]
+    if method == "ar":
+        return [(0, 0)]
+    ks = drafts[:1] if method in ("sd", "gbv") else drafts
+    return [(K, L) for K in ks for L in lengths]
+
+
+def search(target, draft, prompts, methods, T, n) -> tuple[dict, list[dict]]:
+    """Each method's best (K, L) by tokens/s on a small grid (one repeat; AR timed first)."""
+    ar = decode_all(target, None, prompts, "ar", 0, 0, T, n)
+    rows, best = [], {}
+    for method in methods:
+        scored = []
+        for K in ([1] if method in ("sd", "gbv") else SEARCH_DRAFTS):
+            for L in SEARCH_LENGTHS:
+                run = decode_all(target, draft, prompts, method, K, L, T, n)
+                row = summarise(method, K, L, T, [run], [ar])
+                rows.append(row)
+                scored.append((row["speedup_median"], K, L))
+                print(f"search {method} K={K} L={L}: {row['speedup_median']:.2f}x", flush=True)
+        _, K, L = max(scored)
+        best[method] = (K, L)
+    return best, rows
+
+
 def run(args) -> dict:
-    target, draft, tokenizer = load_pair(args.target, args.draft, draft_layers=args.draft_layers)
-    prompts = {k: chat_prompt_ids(tokenizer, v) for k, v in PROMPTS.items()}
-    if args.quick:
-        prompts = dict(list(prompts.items())[:2])
-    n = args.max_new_tokens
-    generate(target, draft, prompts[next(iter(prompts))], method="spectr_gbv", num_drafts=2, draft_length=2,
-             max_new_tokens=4, with_theory=False)  # warm-up
-    rows = []
-    for T in args.temperatures:
-        ar_tokens, ar_time = 0, 0.0
-        for i, ids in enumerate(prompts.values()):
-            record, seconds = timed(lambda: generate(target, None, ids, method="ar", temperature=T, max_new_tokens=n, seed=i, with_theory=False))
-            ar_tokens, ar_time = ar_tokens + len(record.tokens), ar_time + seconds
-        ar_rate = ar_tokens / ar_time
-        rows.append({"method": "ar", "K": 0, "L": 0, "T": T, "block_efficiency": 1.0, "mean_accepted": 0.0,
-                     "target_calls_per_token": 1.0, "tokens_per_s": ar_rate, "speedup_vs_ar": 1.0})
-        for L in args.lengths:
-            peers = [("hf_generate", None), ("hf_assisted", draft)]
-            for name, assistant in peers:
-                if name == "hf_generate" and L != args.lengths[0]:
-                    continue
-                tokens, seconds = 0, 0.0
-                for i, ids in enumerate(prompts.values()):
-                    count, sec = timed(lambda: hf_generate(target, ids, n, T, i, assistant, L))
-                    tokens, seconds = tokens + count, seconds + sec
-                rows.append({"method": name, "K": 1 if assistant else 0, "L": L if assistant else 0, "T": T,
-                             "block_efficiency": None, "mean_accepted": None, "target_calls_per_token": None,
-                             "tokens_per_s": tokens / seconds, "speedup_vs_ar": tokens / seconds / ar_rate})
-            for method in args.methods:
-                for K in args.drafts:
-                    if method in ("sd", "gbv") and K != args.drafts[0]:
-                        continue
-                    records, seconds = [], 0.0
-                    for i, ids in enumerate(prompts.values()):
-                        record, sec = timed(lambda: generate(target, draft, ids, method=method, num_drafts=K, draft_length=L,
-                                                              temperature=T, max_new_tokens=n, seed=i, with_theory=False))
-                        records.append(record)
-                        seconds += sec
-                    tokens = sum(len(r.tokens) for r in records)
-                    calls = sum(r.target_calls for r in records)
-                    rows.append({
-                        "method": method, "K": records[0].config.effective_num_drafts, "L": L, "T": T,
-                        "block_efficiency": tokens / calls,
-                        "mean_accepted": sum(r.mean_accepted * r.target_calls for r in records) / calls,
-                        "target_calls_per_token": calls / tokens,
-                        "tokens_per_s": tokens / seconds, "speedup_vs_ar": tokens / seconds / ar_rate,
-                    })
-                    print(_row(rows[-1]), flush=True)
+    target, draft, tokenizer = load_pair(args.target, args.draft)
+    assistant = draft if isinstance(draft, HFModel) else None
+    if assistant is None and args.target == "default":  # transformers cannot run a feature-conditioned draft
+        assistant = HFModel(load_model(DEFAULT_DRAFT, device=target.device), target.vocab_size)
+    prompts = [chat_prompt_ids(tokenizer, text) for text in PROMPTS.values()]
+    n, T = args.max_new_tokens, args.temperature
+    generate(target, draft, prompts[0], method="spectr_gbv", num_drafts=2, draft_length=2, max_new_tokens=4,
+             with_theory=False)  # warm-up
+    best, search_rows = {}, []
+    if args.search:
+        best, search_rows = search(target, draft, prompts[::2], args.methods, T, max(n // 2, 16))
+    configs = [(m, K, L) for m in args.methods for K, L in settings_for(m, args.drafts, args.lengths, best)]
+    peers = [("hf_generate", None, 0)]
+    if assistant is not None:
+        peers += [("hf_assisted", assistant, L) for L in sorted({L for _, _, L in configs})]
+    ar_runs, method_runs, peer_runs = [], {c: [] for c in configs}, {p[0] + str(p[2]): [] for p in peers}
+    for repeat in range(args.repeats):  # AR first in every repeat, then everything else against it
+        ar_runs.append(decode_all(target, None, prompts, "ar", 0, 0, T, n))
+        for method, K, L in configs:
+            method_runs[(method, K, L)].append(decode_all(target, draft, prompts, method, K, L, T, n))
+        for name, helper, L in peers:
+            peer_runs[name + str(L)].append(peer_all(target, prompts, n, T, helper, L or None))
+        print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
+    rows = [summarise("ar", 0, 0, T, ar_runs, ar_runs)]
+    for (method, K, L), runs in method_runs.items():
+        rows.append(summarise(method, K, L, T, runs, ar_runs))
+        print(_row(rows[-1]), flush=True)
+    for name, helper, L in peers:
+        rows.append(summarise(name, 1 if helper else 0, L, T, peer_runs[name + str(L)], ar_runs))
     return {
-        "target": target.name, "draft": draft.name, "device": str(target.device),
+        "target": target.name, "draft": draft.name, "assistant": assistant.name if assistant else None,
+        "device": str(target.device),
         "machine": f"{platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads",
-        "prompts": list(prompts), "max_new_tokens": n, "rows": rows,
+        "prompts": list(PROMPTS), "max_new_tokens": n, "temperature": T, "repeats": args.repeats,
+        "best_settings": {m: list(v) for m, v in best.items()}, "search": search_rows, "rows": rows,
     }
 
 
@@ -110,38 +179,44 @@ def _fmt(value, spec=".2f"):
 
 
 def _row(r: dict) -> str:
-    return (f"| {r['method']} | {r['K']} | {r['L']} | {r['T']} | {_fmt(r['block_efficiency'])} | {_fmt(r['mean_accepted'])} | "
-            f"{_fmt(r['target_calls_per_token'])} | {_fmt(r['tokens_per_s'], '.1f')} | {_fmt(r['speedup_vs_ar'])} |")
+    phases = r.get("ms_per_iteration")
+    phase_text = " / ".join(f"{phases[p]:.0f}" for p in ("draft", "target", "verify", "other")) if phases else "–"
+    return (f"| {r['method']} | {r['K']} | {r['L']} | {_fmt(r['block_efficiency'])} | {_fmt(r['mean_accepted'])} | "
+            f"{_fmt(r['tokens_per_s'], '.1f')} | {r['speedup_median']:.2f} ({r['speedup_min']:.2f}–{r['speedup_max']:.2f}) | "
+            f"{phase_text} |")
 
 
 def markdown(result: dict) -> str:
     lines = [
-        f"Target: {result['target']}; draft: {result['draft']}; device: {result['device']} ({result['machine']}); "
-        f"prompts: {', '.join(result['prompts'])}; {result['max_new_tokens']} new tokens each.",
+        f"Target: {result['target']}; draft: {result['draft']}; assisted-generation draft: {result['assistant']}; "
+        f"device: {result['device']} ({result['machine']}); prompts: {', '.join(result['prompts'])}; "
+        f"{result['max_new_tokens']} new tokens each; T = {result['temperature']}; {result['repeats']} repeats, each "
+        "timed against the AR of the same repeat.",
         "",
-        "| method | K | L | T | block efficiency | mean accepted | target calls / token | tokens/s | speedup vs ar (this machine) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| method | K | L | block efficiency | mean accepted | tokens/s (median) | speedup vs ar, median (range) | "
+        "ms per iteration: draft / target / verify / other |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    if result["best_settings"]:
+        lines = [f"Best (K, L) per method from the search: "
+                 + ", ".join(f"{m} {tuple(v)}" for m, v in result["best_settings"].items()), ""] + lines
     return "\n".join(lines + [_row(r) for r in result["rows"]])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 prompts, K=4, L=4, T=0.7, 32 tokens")
     parser.add_argument("--target", default="default")
-    parser.add_argument("--draft", default=None, help="default: the target's first --draft-layers layers")
-    parser.add_argument("--draft-layers", type=int, default=None, help="use the target's first n layers as the draft")
-    parser.add_argument("--methods", nargs="+", default=["sd", "rrs", "spectr", "gbv", "spectr_gbv", "spectr_gbv_released"])
-    parser.add_argument("--drafts", nargs="+", type=int, default=[1, 4, 8])
-    parser.add_argument("--lengths", nargs="+", type=int, default=[4, 8])
-    parser.add_argument("--temperatures", nargs="+", type=float, default=[0.7])
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--draft", default=None, help="default: the target's shipped draft")
+    parser.add_argument("--methods", nargs="+", default=["sd", "gbv", "spectr", "spectr_gbv", "spectr_gbv_released"])
+    parser.add_argument("--drafts", nargs="+", type=int, default=[4])
+    parser.add_argument("--lengths", nargs="+", type=int, default=[6])
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--search", action="store_true", help="pick each method's (K, L) on a small grid first")
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     args = parser.parse_args()
-    if args.quick:
-        args.drafts, args.lengths, args.temperatures, args.max_new_tokens = [4], [4], [0.7], 32
-        args.methods = ["sd", "gbv", "spectr", "spectr_gbv"]
     result = run(args)
     table = markdown(result)
     print(table)

@@ -8,7 +8,8 @@
   story, instructions), 64 tokens each, teacher-forced through both models;
 * the draft's wall time per drafting step at K = 4 (one batched one-token forward of 4
   rows with a KV cache) against one target decoding step (batch 1, KV cache), medians;
-* the target's verification forward at K = 4, L = 6 (4 x 7 positions, warm cache).
+* the target's verification forward at K = 4, L = 6 with no shared prefixes (one pending token
+  and 24 trie nodes, warm cache).
 """
 
 from __future__ import annotations
@@ -32,8 +33,25 @@ TEMPERATURE = 0.7
 def alpha_per_position(target, draft, prompt_ids: list[int], continuation: list[int]) -> torch.Tensor:
     block = torch.tensor([continuation[:-1]])
     q = logits_to_probs(target.start(prompt_ids).score(block)[0], TEMPERATURE)
-    p = logits_to_probs(draft.start(prompt_ids).score(block)[0], TEMPERATURE)
+    if getattr(draft, "needs_features", False):
+        p = logits_to_probs(feature_draft_first_logits(target, draft, prompt_ids, continuation), TEMPERATURE)
+    else:
+        p = logits_to_probs(draft.start(prompt_ids).score(block)[0], TEMPERATURE)
     return torch.minimum(p, q).sum(-1)
+
+
+def feature_draft_first_logits(target, draft, prompt_ids: list[int], continuation: list[int]) -> torch.Tensor:
+    """The feature-conditioned draft's first-position logits for every continuation token, each
+    drafted from the target's true features of the text before it (what SD at L = 1 sees)."""
+    ids = prompt_ids + continuation
+    with torch.inference_mode():
+        features = target.model.base_model(torch.tensor([ids[:-1]], device=target.device)).last_hidden_state[0]
+        tokens = torch.tensor(ids[1:], device=target.device)
+        start = len(prompt_ids) - 2  # the entry that drafts continuation token 0
+        g = draft.head.unrolled(features, draft.embedding[tokens], 1, start)[0][: len(continuation)]
+        logits = torch.full((g.shape[0], draft.vocab_size), float("-inf"), device=g.device)
+        logits[:, draft.output_token_ids] = (g @ draft.output_head.T).float()
+    return logits
 
 
 def _sync() -> None:
@@ -42,8 +60,12 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-def step_ms(model, prompt_ids: list[int], rows: int, repeats: int = 25) -> float:
+def step_ms(model, prompt_ids: list[int], rows: int, repeats: int = 25, target=None) -> float:
     session = model.start(prompt_ids)
+    if getattr(model, "needs_features", False):  # hand it the target's features of the prompt
+        source = target.start(prompt_ids)
+        source.prefill()
+        session.add_features(source.take_features())
     session.branch_logits(rows)
     token = torch.full((rows,), prompt_ids[-1])
     for _ in range(3):
@@ -63,7 +85,8 @@ def score_ms(model, prompt_ids: list[int], rows: int, length: int, repeats: int 
     session = model.start(prompt_ids)
     session.branch_logits(1)
     session.commit(0, [prompt_ids[-1]])
-    blocks = torch.full((rows, length), prompt_ids[-1])
+    # distinct tokens: no shared prefixes, so the trie has all rows x length nodes (the worst case)
+    blocks = 100 + torch.arange(rows * length).view(rows, length)
     samples = []
     for _ in range(repeats + 2):
         _sync()
@@ -77,9 +100,10 @@ def score_ms(model, prompt_ids: list[int], rows: int, length: int, repeats: int 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--draft", help="default: the default pair's draft (e.g. default-draft: the layered one)")
     parser.add_argument("--json")
     args = parser.parse_args()
-    target, draft, tokenizer = load_pair("default")
+    target, draft, tokenizer = load_pair("default", args.draft)
     per_kind = defaultdict(list)
     for i, (kind, text) in enumerate(HELD_OUT_PROMPTS):
         prompt = chat_prompt_ids(tokenizer, text)
@@ -88,7 +112,7 @@ def main() -> None:
     alphas = {kind: sum(v) / len(v) for kind, v in per_kind.items()}
     overall = sum(sum(v) for v in per_kind.values()) / sum(len(v) for v in per_kind.values())
     prompt = chat_prompt_ids(tokenizer, HELD_OUT_PROMPTS[0][1])
-    target_ms, draft_ms = step_ms(target, prompt, 1), step_ms(draft, prompt, 4)
+    target_ms, draft_ms = step_ms(target, prompt, 1), step_ms(draft, prompt, 4, target=target)
     scoring_ms = score_ms(target, prompt, 4, 6)
     result = {"draft": draft.name, "temperature": TEMPERATURE, "alpha": overall, "alpha_per_kind": alphas,
               "target_step_ms": target_ms, "draft_step_k4_ms": draft_ms, "draft_over_target": draft_ms / target_ms,

@@ -68,3 +68,105 @@ class FunctionSession:
     def commit(self, branch: int, tokens: Sequence[int]) -> None:
         self.context = self.context + list(tokens)
         self.branches = []
+
+
+# ------------------------------------------------------------------ feature-conditioned toys
+# Stand-ins for the feature-conditioned path (spectr_gbv.models.feature_draft), small enough
+# for exact enumeration: the target "computes" a feature per position, the draft reads them.
+
+FeatureFn = Callable[[tuple[int, ...]], torch.Tensor]  # context ids[: t + 1] -> feature of position t
+FeatureProbsFn = Callable[[torch.Tensor, tuple[int, ...]], "torch.Tensor | Sequence[float]"]
+
+
+class FeatureFunctionModel(FunctionModel):
+    """A target whose sessions also hand out a feature per committed position,
+    `feature_fn(ids[: t + 1])`, as a transformers target hands out its last hidden states."""
+
+    def __init__(self, probs_fn: ProbsFn, feature_fn: FeatureFn, vocab_size: int, eos_token_id: int | None = None,
+                 name: str = "feature function"):
+        super().__init__(probs_fn, vocab_size, eos_token_id, name)
+        self.feature_fn = feature_fn
+
+    def start(self, prompt_ids: Sequence[int]) -> "FeatureFunctionSession":
+        return FeatureFunctionSession(self, list(prompt_ids))
+
+
+class FeatureFunctionSession(FunctionSession):
+    def __init__(self, model: FeatureFunctionModel, context: list[int]):
+        super().__init__(model, context)
+        self.handed = 0  # positions whose features were taken
+
+    def prefill(self) -> None:
+        pass  # features are computed from the context on demand
+
+    def take_features(self) -> torch.Tensor:
+        """Features of positions handed..len(context)-2: every committed position but the last,
+        whose feature a real target computes only in its next forward."""
+        upto = len(self.context) - 1
+        rows = [self.model.feature_fn(tuple(self.context[: t + 1])) for t in range(self.handed, upto)]
+        self.handed = max(self.handed, upto)
+        return torch.stack(rows) if rows else torch.empty(0, 0)
+
+
+class FeatureReadingDraft:
+    """A draft that reads the target's features: after committed context c (n tokens) and draft
+    prefix d, its distribution is `probs_fn(feature of position n - 2, c + d)`. It checks that
+    the features it is handed are exactly the target's, position by position."""
+
+    needs_features = True
+
+    def __init__(self, probs_fn: FeatureProbsFn, feature_fn: FeatureFn, vocab_size: int, eos_token_id: int | None = None,
+                 name: str = "feature-reading draft"):
+        self.probs_fn = probs_fn
+        self.feature_fn = feature_fn  # only to check what the engine hands over
+        self.vocab_size = vocab_size
+        self.eos_token_id = eos_token_id
+        self.name = name
+        self.device = torch.device("cpu")
+
+    def probs(self, feature: torch.Tensor, context: Sequence[int]) -> torch.Tensor:
+        probs = torch.as_tensor(self.probs_fn(feature, tuple(int(t) for t in context)), dtype=torch.float64)
+        return checked_float64_distributions(f"{self.name}: probs_fn output", probs)
+
+    def start(self, prompt_ids: Sequence[int]) -> "FeatureReadingSession":
+        return FeatureReadingSession(self, list(prompt_ids))
+
+
+class FeatureReadingSession:
+    def __init__(self, model: FeatureReadingDraft, context: list[int]):
+        self.model = model
+        self.context = context
+        self.features: list[torch.Tensor] = []
+        self.branches: list[list[int]] = []
+        self.forward_calls = 0
+
+    def add_features(self, features: torch.Tensor) -> None:
+        for row in features:
+            t = len(self.features)
+            expected = self.model.feature_fn(tuple(self.context[: t + 1]))
+            if not torch.equal(row, expected):
+                raise AssertionError(f"feature of position {t} is not the target's")
+            self.features.append(row)
+
+    def _logits(self) -> torch.Tensor:
+        self.forward_calls += 1
+        if len(self.features) != len(self.context) - 1:
+            raise RuntimeError(f"the draft has {len(self.features)} features for {len(self.context)} committed tokens")
+        feature = self.features[-1]
+        return torch.stack([self.model.probs(feature, self.context + b) for b in self.branches]).log()
+
+    def branch_logits(self, num_branches: int) -> torch.Tensor:
+        self.branches = [[] for _ in range(num_branches)]
+        return self._logits()
+
+    def extend_branches(self, tokens: torch.Tensor) -> torch.Tensor:
+        for branch, token in zip(self.branches, tokens.tolist()):
+            branch.append(token)
+        return self._logits()
+
+    def score(self, blocks: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("a feature-reading draft only drafts")
+
+    def commit(self, branch: int, tokens: Sequence[int]) -> None:
+        self.context = self.context + list(tokens)
+        self.branches = []
