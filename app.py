@@ -214,6 +214,13 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     for i, method in enumerate(methods):
         progress((i + 1) / (len(methods) + 2), desc=f"{METHODS[method].label}")
         runs[method] = generate_config(pair.target, pair.draft, prompt_ids, base.config(method), tick)
+    timed = not pair.words  # the teaching pairs are lookup tables: their timings mean nothing
+    if timed:  # AR again after the methods: a machine that drifted during the request shows in both
+        progress((len(methods) + 0.5) / (len(methods) + 2), desc="AR baseline, again")
+        ar_after = generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False), tick)
+        ar_rate = 2 / (1 / ar.tokens_per_second + 1 / ar_after.tokens_per_second)
+    else:
+        ar_rate = ar.tokens_per_second
     coupled_result = None
     if coupled:
         progress((len(methods) + 1) / (len(methods) + 2), desc="coupled run (same drafts and draws)")
@@ -224,7 +231,8 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
             coupled_result.steps.append(step)
     independent = [runs[m].summary() | {"accepted_length_histogram": runs[m].accepted_length_histogram} for m in methods]
     hardware_free = [coupled_result.summary(m) for m in methods] if coupled_result else independent
-    speedups = {m: runs[m].tokens_per_second / ar.tokens_per_second for m in methods}
+    speedups = {m: runs[m].tokens_per_second / ar_rate for m in methods}
+    phases = {"ar": ar.phase_ms_per_token} | {m: runs[m].phase_ms_per_token for m in methods}
     if coupled_result:
         theory = {m: (coupled_result.accepted(m), coupled_result.expected(m)) for m in methods}
     else:
@@ -234,7 +242,8 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     device = str(getattr(pair.target, "device", "cpu"))
     data = {
         "pair": pair.info.key, "methods": methods, "coupled": bool(coupled), "device": device,
-        "ar": ar.summary(), "independent": independent, "speedup_vs_ar": speedups,
+        "ar": ar.summary(), "independent": independent, "speedup_vs_ar": speedups if timed else None,
+        "ms_per_token_by_phase": phases if timed else None,
         "coupled_runs": hardware_free if coupled_result else None,
         "leader": coupled_result.config.method if coupled_result else None,
     }
@@ -245,7 +254,7 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
         figures.histogram_figure(hardware_free),
         figures.per_position_figure(hardware_free),
         figures.calls_per_token_figure(hardware_free),
-        figures.speedup_figure(speedups, device),
+        figures.speedup_figure(speedups, device, phases, timed=timed),
         figures.theory_figure(theory),
         data,
     )

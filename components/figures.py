@@ -72,12 +72,45 @@ def calls_per_token_figure(summaries: Sequence[dict]) -> go.Figure:
     return fig
 
 
-def speedup_figure(speedups: dict[str, float], device: str) -> go.Figure:
-    """Wall-clock speedup against AR, measured in the same request on this server."""
-    fig = _figure("Wall-clock speedup vs AR", "", "tokens/s over AR's tokens/s",
-                  f"measured on this server ({device}) in this request: depends on the hardware")
-    fig.add_bar(x=[method_label(m) for m in speedups], y=list(speedups.values()), marker_color="#8c8c8c")
-    fig.add_hline(y=1.0, line_dash="dash", annotation_text="AR")
+PHASE_COLOURS = {"draft": "#f2a541", "target": "#2a6fdb", "verify": "#3aa76d", "other": "#b0b0b0"}
+
+
+def speedup_figure(speedups: dict[str, float], device: str, phases: dict[str, dict[str, float]] | None = None,
+                   timed: bool = True) -> go.Figure:
+    """Wall-clock speedup against AR, measured in the same request on this server, and (with
+    `phases`: method -> ms per emitted token in each phase, "ar" included) why: where the time goes.
+
+    `timed=False` (the teaching pairs, whose "models" are lookup tables) draws no bars, only
+    the reason: their timings measure Python overhead, not speculative decoding."""
+    if not timed:
+        fig = _figure("Wall-clock speedup: not shown for this pair", "", "")
+        fig.add_annotation(text="The teaching pairs are lookup tables: a 'forward' takes microseconds, so wall-clock<br>"
+                                "time measures Python overhead, not speculation. Block efficiency (left) is the<br>"
+                                "hardware-free measure; a real model pair shows the speedup.",
+                           showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(size=14))
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        return fig
+    subtitle = f"one timed run per method, AR timed before and after; this server ({device}): depends on the hardware"
+    if not phases:
+        fig = _figure("Wall-clock speedup vs AR", "", "tokens/s over AR's tokens/s", subtitle)
+        fig.add_bar(x=[method_label(m) for m in speedups], y=list(speedups.values()), marker_color="#8c8c8c")
+        fig.add_hline(y=1.0, line_dash="dash", annotation_text="AR")
+        return fig
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14,
+                        subplot_titles=("speedup vs AR (tokens/s ratio)", "ms per token, by phase"))
+    fig.update_layout(title=dict(text="Wall-clock speedup vs AR, and where the time goes", subtitle=dict(text=subtitle)),
+                      barmode="stack", **LAYOUT)
+    labels = [method_label(m) for m in speedups]
+    fig.add_bar(x=labels, y=list(speedups.values()), marker_color="#8c8c8c", showlegend=False,
+                text=[f"{v:.2f}x" for v in speedups.values()], textposition="outside", row=1, col=1)
+    fig.add_hline(y=1.0, line_dash="dash", row=1, col=1)
+    order = ["ar", *[m for m in speedups if m != "ar"]]
+    for phase, colour in PHASE_COLOURS.items():
+        fig.add_bar(name=phase, x=[method_label(m) for m in order if m in phases],
+                    y=[phases[m].get(phase, 0.0) for m in order if m in phases], marker_color=colour, row=1, col=2)
     return fig
 
 

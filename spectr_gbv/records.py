@@ -128,6 +128,14 @@ class RunRecord:
     def tokens_per_second(self) -> float:
         return len(self.tokens) / self.wall_time_s if self.wall_time_s > 0 else float("nan")
 
+    @property
+    def phase_ms_per_token(self) -> dict[str, float]:
+        """Milliseconds per emitted token spent drafting, in the target and verifying: why a
+        speedup is what it is (AR spends everything in the target)."""
+        n = max(len(self.tokens), 1)
+        return {phase: 1e3 * sum(getattr(it.timings, f"{phase}_s") for it in self.iterations) / n
+                for phase in ("draft", "target", "verify")}
+
     def summary(self) -> dict[str, object]:
         return {
             "method": self.config.method,

@@ -50,7 +50,8 @@ def test_compare_returns_figures_and_coupled_data(client):
     assert data["coupled"] and data["leader"] == "spectr_gbv"
     assert [r["method"] for r in data["coupled_runs"]] == methods
     assert len({r["target_calls"] for r in data["coupled_runs"]}) == 1  # one shared trajectory
-    assert set(data["speedup_vs_ar"]) == set(methods) and all(v > 0 for v in data["speedup_vs_ar"].values())
+    # the Toy world is a lookup table: its wall-clock "speedup" would measure Python overhead, so none is given
+    assert data["speedup_vs_ar"] is None and data["ms_per_token_by_phase"] is None
 
 
 def test_sweep_over_k(client):

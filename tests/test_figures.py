@@ -38,6 +38,14 @@ def test_compare_figures_have_one_trace_per_method(records):
 def test_wall_clock_figures_say_they_depend_on_the_hardware(records):
     fig = figures.speedup_figure({"sd": 0.8, "spectr_gbv": 1.2}, "cpu")
     assert "hardware" in fig.layout.title.subtitle.text and list(fig.data[0].y) == [0.8, 1.2]
+    phases = {"ar": {"draft": 0.0, "target": 80.0, "verify": 0.0}, "sd": {"draft": 5.0, "target": 40.0, "verify": 2.0},
+              "spectr_gbv": {"draft": 6.0, "target": 30.0, "verify": 4.0}}
+    split = figures.speedup_figure({"sd": 1.7, "spectr_gbv": 2.0}, "cpu", phases)
+    assert "hardware" in split.layout.title.subtitle.text and "one timed run" in split.layout.title.subtitle.text
+    bars = {t.name: list(t.y) for t in split.data[1:]}
+    assert bars["target"] == [80.0, 40.0, 30.0] and bars["draft"] == [0.0, 5.0, 6.0]
+    hidden = figures.speedup_figure({"sd": 9.0}, "cpu", phases, timed=False)
+    assert not hidden.data and "lookup tables" in hidden.layout.annotations[0].text
     rows = [{"axis": "K", "value": k, "method": "spectr_gbv", "block_efficiency": 1 + k / 4, "speedup_vs_ar": 0.5} for k in (1, 2)]
     efficiency, speed = figures.sweep_figures(rows)
     assert "hardware" in speed.layout.title.subtitle.text and list(efficiency.data[0].x) == [1, 2]
