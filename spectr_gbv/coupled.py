@@ -21,12 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
+import torch
+
 from .config import DecodeConfig
-from .engine import _check_context_fits, _emit, _generator, draft_blocks
+from .engine import DecodeRun
 from .methods import METHODS
 from .methods.base import VerifyInput
 from .models.base import LanguageModel
-from .probs import logits_to_probs
 from .randomness import TorchRandomness
 
 
@@ -101,43 +102,33 @@ def coupled_steps(
     methods: Sequence[str],
     config: DecodeConfig,
 ) -> Iterator[CoupledStep]:
-    """Yield one `CoupledStep` per shared iteration; `config.method` is the leader."""
+    """Yield one `CoupledStep` per shared iteration; `config.method` is the leader.
+
+    The engine's own `DecodeRun` drafts, scores and commits; only the verification differs:
+    every method judges the same proposal with the same coin stream."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise ValueError(f"coupled mode compares verifiers; unknown or missing: {unknown or 'no methods'}")
     if config.method not in METHODS:
         raise ValueError(f"the leader must be a verifier, got {config.method!r}")
-    if not prompt_ids:
-        raise ValueError("prompt_ids is empty: give at least one token of context")
-    _check_context_fits(target, draft, len(prompt_ids), config)
-    target_session, draft_session = target.start(prompt_ids), draft.start(prompt_ids)
-    draft_generator = _generator(draft.device, 2 * config.seed)
-    produced, index = 0, 0
-    while produced < config.max_new_tokens:
-        tokens, probs = draft_blocks(draft_session, config, config.num_drafts, draft_generator)
-        tokens = tokens.to(target.device)
-        target_probs = logits_to_probs(target_session.score(tokens), config.temperature, config.top_k, config.top_p)
-        inp = VerifyInput.build(tokens, probs.to(target.device), target_probs)
-        coin_seed = 2 * config.seed + 1 + 7919 * index  # one stream per iteration, shared by all
+    run = DecodeRun(target, draft, prompt_ids, config, speculative=True)
+    while run.remaining > 0:
+        proposal = run.propose(config.num_drafts)
+        inp = VerifyInput.build(proposal.draft_tokens, proposal.draft_probs, proposal.target_probs)
+        coin_seed = 2 * config.seed + 1 + 7919 * run.index  # one stream per iteration, shared by all
         verdicts, leader = {}, None
         for name in dict.fromkeys([*methods, config.method]):
             spec = METHODS[name]
             own = inp if spec.multi_draft else _single_draft(inp)
-            result = spec.verify(own, TorchRandomness(_generator(target.device, coin_seed)))
+            result = spec.verify(own, TorchRandomness(torch.Generator(device=target.device).manual_seed(coin_seed)))
             expected = spec.expected_accepted(own) if (config.with_theory and spec.expected_accepted) else None
             verdicts[name] = MethodStep(result.num_accepted, result.winning_draft, result.final_token,
                                         result.final_kind, expected)
             if name == config.method:
                 leader = result
-        emitted, at_eos = _emit(leader.tokens, config.max_new_tokens - produced, target.eos_token_id)
-        branch = leader.winning_draft or 0
-        target_session.commit(branch, emitted)
-        draft_session.commit(branch, emitted)
-        produced += len(emitted)
+        index = run.index
+        emitted = run.commit(leader.winning_draft or 0, leader.tokens)
         yield CoupledStep(index, inp.draft_tokens.tolist(), {m: verdicts[m] for m in methods}, emitted)
-        index += 1
-        if at_eos:
-            return
 
 
 def coupled_run(target, draft, prompt_ids, methods, config: DecodeConfig) -> CoupledRun:

@@ -21,7 +21,7 @@ verification, so identical settings give identical tokens.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator, Sequence
 
 import torch
@@ -85,6 +85,39 @@ def _emit(tokens: list[int], remaining: int, eos_token_id: int | None) -> tuple[
     return tokens, False
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """One iteration's input to verification: K drafts, their distributions, the target's."""
+
+    draft_tokens: torch.Tensor  # [K, L] on the target's device
+    draft_probs: torch.Tensor  # [K, L, V]
+    target_probs: torch.Tensor  # [K, L+1, V]
+    draft_s: float
+    target_s: float
+
+
+def propose(
+    config: DecodeConfig,
+    num_drafts: int,
+    target: DecodeSession,
+    draft: DecodeSession,
+    generator: torch.Generator,
+    target_device: torch.device,
+    draft_device: torch.device,
+) -> Proposal:
+    """Steps 1 and 2: draft K blocks, score them with one target call."""
+    start = time.perf_counter()
+    draft_tokens, draft_probs = draft_blocks(draft, config, num_drafts, generator)
+    draft_s = _seconds_since(start, draft_device)
+
+    start = time.perf_counter()
+    draft_tokens = draft_tokens.to(target_device)
+    target_logits = target.score(draft_tokens)
+    target_probs = logits_to_probs(target_logits, config.temperature, config.top_k, config.top_p)
+    target_s = _seconds_since(start, target_device)
+    return Proposal(draft_tokens, draft_probs.to(target_device), target_probs, draft_s, target_s)
+
+
 def speculative_iteration(
     index: int,
     config: DecodeConfig,
@@ -95,17 +128,10 @@ def speculative_iteration(
     draft_device: torch.device,
 ) -> tuple[IterationRecord, VerifyResult]:
     spec = METHODS[config.method]
-    start = time.perf_counter()
-    draft_tokens, draft_probs = draft_blocks(draft, config, config.effective_num_drafts, generators[0])
-    draft_s = _seconds_since(start, draft_device)
+    proposal = propose(config, config.effective_num_drafts, target, draft, generators[0], target_device, draft_device)
 
     start = time.perf_counter()
-    target_logits = target.score(draft_tokens.to(target_device))
-    target_probs = logits_to_probs(target_logits, config.temperature, config.top_k, config.top_p)
-    target_s = _seconds_since(start, target_device)
-
-    start = time.perf_counter()
-    inp = VerifyInput.build(draft_tokens.to(target_device), draft_probs.to(target_device), target_probs)
+    inp = VerifyInput.build(proposal.draft_tokens, proposal.draft_probs, proposal.target_probs)
     result = spec.verify(inp, TorchRandomness(generators[1]))
     verify_s = _seconds_since(start, target_device)
 
@@ -124,7 +150,7 @@ def speculative_iteration(
         tests=result.tests,
         final_top=_final_top(result, inp),
         expected_accepted=theory,
-        timings=IterationTimings(draft_s, target_s, verify_s),
+        timings=IterationTimings(proposal.draft_s, proposal.target_s, verify_s),
     )
     return record, result
 
@@ -169,49 +195,71 @@ def _start_feature_feed(target, draft, target_session, draft_session, prompt_ids
     draft_session.add_features(target_session.take_features())
 
 
+class DecodeRun:
+    """The state of one decoding run: validated settings, both sessions, the two generators,
+    and the commit step (output cap, end of sequence, the features hand-off). The engine's
+    own loop and the coupled comparison (`spectr_gbv.coupled`) both drive it, so there is
+    one implementation of what happens between iterations."""
+
+    def __init__(self, target: LanguageModel, draft: LanguageModel | None, prompt_ids: Sequence[int],
+                 config: DecodeConfig, speculative: bool | None = None):
+        if not prompt_ids:
+            raise ValueError("prompt_ids is empty: give at least one token of context")
+        speculative = not config.is_autoregressive if speculative is None else speculative
+        if draft is None and speculative:
+            raise ValueError(f"method {config.method!r} needs a draft model")
+        if draft is not None and draft.vocab_size != target.vocab_size:
+            raise ValueError(f"draft and target vocabularies differ ({draft.vocab_size} != {target.vocab_size})")
+        _check_context_fits(target, draft, len(prompt_ids), config)
+        self.target, self.draft, self.config = target, draft, config
+        self.target_session = target.start(prompt_ids)
+        self.draft_session = draft.start(prompt_ids) if draft is not None and speculative else None
+        self.feed_features = self.draft_session is not None and getattr(draft, "needs_features", False)
+        if self.feed_features:
+            _start_feature_feed(target, draft, self.target_session, self.draft_session, prompt_ids)
+        self.generators = (
+            _generator(draft.device if self.draft_session else target.device, 2 * config.seed),
+            _generator(target.device, 2 * config.seed + 1),
+        )
+        self.produced, self.index, self.finished = 0, 0, False
+
+    @property
+    def remaining(self) -> int:
+        return 0 if self.finished else self.config.max_new_tokens - self.produced
+
+    def propose(self, num_drafts: int) -> Proposal:
+        return propose(self.config, num_drafts, self.target_session, self.draft_session, self.generators[0],
+                       self.target.device, self.draft.device)
+
+    def commit(self, branch: int, tokens: list[int]) -> list[int]:
+        """Make an iteration's tokens context (capped, cut after EOS); returns those emitted."""
+        emitted, at_eos = _emit(tokens, self.remaining, self.target.eos_token_id)
+        self.target_session.commit(branch, emitted)
+        if self.draft_session is not None:
+            self.draft_session.commit(branch, emitted)
+            if self.feed_features:  # the committed positions' features, from the scoring forward just run
+                self.draft_session.add_features(self.target_session.take_features())
+        self.produced += len(emitted)
+        self.index += 1
+        self.finished = at_eos or self.produced >= self.config.max_new_tokens
+        return emitted
+
+
 def decode_iterations(
     target: LanguageModel, draft: LanguageModel | None, prompt_ids: Sequence[int], config: DecodeConfig
 ) -> Iterator[IterationRecord]:
     """Yield one record per target call as decoding proceeds (for streaming UIs)."""
-    if not prompt_ids:
-        raise ValueError("prompt_ids is empty: give at least one token of context")
-    if draft is None and not config.is_autoregressive:
-        raise ValueError(f"method {config.method!r} needs a draft model")
-    if draft is not None and draft.vocab_size != target.vocab_size:
-        raise ValueError(f"draft and target vocabularies differ ({draft.vocab_size} != {target.vocab_size})")
-    _check_context_fits(target, draft, len(prompt_ids), config)
-    eos = target.eos_token_id
-    target_session = target.start(prompt_ids)
-    draft_session = draft.start(prompt_ids) if draft is not None and not config.is_autoregressive else None
-    feed_features = draft_session is not None and getattr(draft, "needs_features", False)
-    if feed_features:
-        _start_feature_feed(target, draft, target_session, draft_session, prompt_ids)
-    generators = (
-        _generator(draft.device if draft_session else target.device, 2 * config.seed),
-        _generator(target.device, 2 * config.seed + 1),
-    )
-    produced, index = 0, 0
-    while produced < config.max_new_tokens:
-        if draft_session is None:
-            record = autoregressive_iteration(index, config, target_session, generators[0], target.device)
+    run = DecodeRun(target, draft, prompt_ids, config)
+    while run.remaining > 0:
+        if run.draft_session is None:
+            record = autoregressive_iteration(run.index, config, run.target_session, run.generators[0], target.device)
             branch = 0
         else:
-            record, result = speculative_iteration(
-                index, config, target_session, draft_session, generators, target.device, draft.device
-            )
+            record, result = speculative_iteration(run.index, config, run.target_session, run.draft_session,
+                                                   run.generators, target.device, draft.device)
             branch = result.winning_draft or 0
-        full = [*record.accepted_tokens, record.final_token]
-        emitted, at_eos = _emit(full, config.max_new_tokens - produced, eos)
-        target_session.commit(branch, emitted)
-        if draft_session is not None:
-            draft_session.commit(branch, emitted)
-            if feed_features:  # the committed positions' features, from the scoring forward just run
-                draft_session.add_features(target_session.take_features())
-        produced += len(emitted)
-        index += 1
+        emitted = run.commit(branch, [*record.accepted_tokens, record.final_token])
         yield replace(record, emitted=emitted)
-        if at_eos:
-            return
 
 
 def generate(

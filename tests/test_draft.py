@@ -60,13 +60,39 @@ def test_the_shipped_draft_is_small_and_loads_as_an_ordinary_model():
 
 
 
-def test_the_default_pair_uses_the_shipped_draft_which_shares_the_tokenizer():
+def test_the_default_pair_uses_the_feature_conditioned_draft_on_the_targets_features():
+    from spectr_gbv.models.feature_draft import WEIGHTS_FILE
+    from spectr_gbv.models.hf import FEATURE_DRAFT_ASSETS
+
+    assert sum(f.stat().st_size for f in FEATURE_DRAFT_ASSETS.iterdir()) <= 25 * 2**20
+    assert (FEATURE_DRAFT_ASSETS / WEIGHTS_FILE).is_file()
     target, draft, tokenizer = load_pair("default", device="cpu")
+    assert draft.name.startswith("feature-conditioned draft") and draft.needs_features
+    assert draft.vocab_size == target.vocab_size
+    # it shares the target's embedding and head rather than carrying copies
+    assert draft.embedding.data_ptr() == target.model.get_input_embeddings().weight.data_ptr()
+    prompt = chat_prompt_ids(tokenizer, "Write a haiku about rain.")
+    runs = [generate(target, draft, prompt, method="spectr_gbv", num_drafts=3, draft_length=4, temperature=0.7,
+                     max_new_tokens=12, seed=7) for _ in range(2)]
+    assert runs[0].tokens == runs[1].tokens and len(runs[0].tokens) >= 1
+    for it in runs[0].iterations:  # proper distributions over the full vocabulary, zero off the head
+        assert all(0 < p <= 1 for row in it.draft_token_probs for p in row)
+    greedy_run = generate(target, draft, prompt, method="sd", draft_length=4, temperature=0, max_new_tokens=12)
+    assert greedy_run.tokens == generate(target, None, prompt, method="ar", temperature=0, max_new_tokens=12).tokens
+
+
+def test_the_layered_draft_stays_selectable_and_shares_the_tokenizer():
+    target, draft, tokenizer = load_pair("default", DEFAULT_DRAFT, device="cpu")
     assert draft.name.startswith("distilled draft")
     assert draft.tokenizer.get_vocab() == target.tokenizer.get_vocab() and draft.vocab_size == target.vocab_size
     prompt = chat_prompt_ids(tokenizer, "Write a haiku about rain.")
     probs = logits_to_probs(draft.start(prompt).branch_logits(2), 0.7)
     assert torch.allclose(probs.sum(-1), torch.ones(2), atol=1e-5)
-    runs = [generate(target, draft, prompt, method="spectr_gbv", num_drafts=3, draft_length=4, temperature=0.7,
-                     max_new_tokens=12, seed=7) for _ in range(2)]
-    assert runs[0].tokens == runs[1].tokens and len(runs[0].tokens) >= 1
+
+
+def test_the_app_offers_both_drafts_of_the_default_target_sharing_one_target():
+    from spectr_gbv.pairs import DEFAULT_KEY, LAYERED_KEY, get_pair
+
+    feature, layered = get_pair(DEFAULT_KEY), get_pair(LAYERED_KEY)
+    assert feature.target is layered.target  # loaded once
+    assert getattr(feature.draft, "needs_features", False) and not getattr(layered.draft, "needs_features", False)
