@@ -100,8 +100,9 @@ class FeatureDraftHead(torch.nn.Module):
         self.up_proj = torch.nn.Linear(h, m, bias=False)
         self.down_proj = torch.nn.Linear(m, h, bias=False)
         self.norm = RMSNorm(h, shape.rms_norm_eps)
-        inv_freq = 1.0 / (shape.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+        # Not a buffer: `.to(bfloat16)` must not round the rotary frequencies (angles at position
+        # 500 would be off by radians); it follows the module's device in `rope`.
+        self.inv_freq = (1.0 / (shape.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))).float()
 
     def init_from_target_layer(self, layer, final_norm) -> None:
         """Start the decoder layer as a copy of a target layer (a trained block is a better start than noise)."""
@@ -116,6 +117,8 @@ class FeatureDraftHead(torch.nn.Module):
 
     # -- the pieces of one entry
     def rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.inv_freq.device != positions.device:
+            self.inv_freq = self.inv_freq.to(positions.device)
         freqs = positions.float()[:, None] * self.inv_freq[None, :]
         emb = torch.cat([freqs, freqs], dim=-1)
         return emb.cos().to(dtype), emb.sin().to(dtype)
