@@ -157,12 +157,15 @@ def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_k
     return fig
 
 
-def sweep_figures(rows: Sequence[dict]) -> tuple[go.Figure, go.Figure]:
-    """Block efficiency (hardware-free) and measured speedup against the swept value, per method."""
+def sweep_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Figure, go.Figure]:
+    """Block efficiency (hardware-free) and measured speedup against the swept value, per method
+    (`timed=False`: the teaching pairs, whose wall-clock numbers mean nothing, get no speed lines)."""
     axis = rows[0]["axis"] if rows else "K"
     efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens per target call", "hardware-free")
+    if not timed:
+        return efficiency, speedup_figure({}, "", timed=False)
     speed = _figure(f"Wall-clock speedup vs AR as {axis} varies", axis, "tokens/s over AR's",
-                    "measured on this server in this request: depends on the hardware")
+                    "one timed run per point, on this server in this request: depends on the hardware")
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
         xs = [r["value"] for r in mine]
