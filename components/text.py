@@ -51,6 +51,10 @@ def metrics_line(run: RunRecord) -> str:
         if run.mean_expected_accepted is not None:
             parts.append(f"mean tau {run.mean_accepted:.2f} (theory {run.mean_expected_accepted:.2f})")
     parts.append(f"{run.tokens_per_second:.1f} tokens/s on this server")
+    if not run.config.is_autoregressive:  # where the time goes, per emitted token
+        phases = run.phase_ms_per_token
+        parts.append(f"ms per token: draft {phases['draft']:.1f}, target {phases['target']:.1f}, "
+                     f"verify {phases['verify']:.1f}")
     return " · ".join(parts)
 
 

@@ -87,6 +87,9 @@ def test_output_html_and_metrics(records):
     html = provenance_html(run, decode)
     assert html.count('class="tok ') == 40 and "correction" in html
     assert f"{run.block_efficiency:.2f}" in metrics_line(run)
+    phases = run.phase_ms_per_token
+    assert f"draft {phases['draft']:.1f}, target {phases['target']:.1f}" in metrics_line(run)
+    assert "ms per token" not in metrics_line(records["ar"])
     both = side_by_side_html({"sd": "x", "spectr_gbv_released": "y"}, {"sd": "a", "spectr_gbv_released": "b"})
     assert both.count('class="compare-column"') == 2 and "color:#d1495b" in both
 
