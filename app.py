@@ -16,6 +16,8 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported
 
+from components import gpu  # first: it imports ZeroGPU's `spaces` (when present) before anything touches CUDA
+
 import contextlib
 import functools
 import logging
@@ -25,7 +27,6 @@ import gradio as gr
 
 from components import figures
 from components.about import about_markdown
-from components.gpu import gpu
 from components.grid import draft_grid_html
 from components.limits import LIMITS, Budget, check_prompt_tokens
 from components.settings import (
@@ -145,22 +146,37 @@ def _explorer_outputs(state: dict | None, index) -> tuple:
     if not state:
         return "<i>Generate something first: every iteration of the last run appears here.</i>", None, None
     record: RunRecord = state["record"]
-    pair = get_pair(state["pair"], allow_custom=True)  # a key this server produced itself
+    texts = state["texts"]  # no model here: on ZeroGPU this runs outside the GPU worker
+
+    def token_text(ids):
+        return [texts[i] for i in ids]
+
     i = min(max(int(index or 1), 1), len(record.iterations)) - 1
     it = record.iterations[i]
-    top_text = pair.token_text([t.token for t in it.final_top])
+    top_text = token_text([t.token for t in it.final_top])
     figure = figures.distribution_figure(it.final_top, top_text, it.final_kind, it.final_token)
     details = {
         "iteration": i + 1, "tau": it.num_accepted, "winning_draft": None if it.winning_draft is None else it.winning_draft + 1,
-        "final_kind": it.final_kind, "final_token": pair.token_text([it.final_token])[0],
+        "final_kind": it.final_kind, "final_token": token_text([it.final_token])[0],
         "expected_tau": it.expected_accepted,
         "tests": [{"draft": t.draft + 1, "sub_block": [t.start + 1, t.start + t.length], "h": t.accept_prob,
                    "uniform": t.uniform, "accepted": t.accepted} for t in it.tests],
     }
-    return draft_grid_html(it, pair.token_text), figure, details
+    return draft_grid_html(it, token_text), figure, details
 
 
-@gpu
+def _display_strings(record: RunRecord, token_text) -> dict[int, str]:
+    """Display string of every token id the explorer can show for this run (drafts, finals, top lists)."""
+    ids: set[int] = set()
+    for it in record.iterations:
+        ids.add(it.final_token)
+        ids.update(top.token for top in it.final_top)
+        ids.update(token for row in it.draft_tokens for token in row)
+    ordered = sorted(ids)
+    return dict(zip(ordered, token_text(ordered)))
+
+
+@gpu.on_gpu(gpu.generate_cost)
 @user_errors
 def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed,
                     progress=gr.Progress()):
@@ -177,7 +193,7 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
         partial = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
         yield provenance_html(partial, pair.token_text), metrics_line(partial), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
     record = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
-    state = {"pair": pair.info.key, "record": record}
+    state = {"pair": pair.info.key, "record": record, "texts": _display_strings(record, pair.token_text)}
     summary = record.summary() | {"pair": state["pair"], "text": pair.text(record.tokens)}
     grid, figure, details = _explorer_outputs(state, 1)
     slider = gr.update(minimum=1, maximum=max(len(iterations), 2), value=1, step=1, interactive=len(iterations) > 1)
@@ -199,7 +215,7 @@ def step_iteration(state, index, delta):
 # ------------------------------------------------------------------------------------- Compare
 
 
-@gpu
+@gpu.on_gpu(gpu.compare_cost)
 @user_errors
 def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed, coupled,
             progress=gr.Progress()):
@@ -280,7 +296,7 @@ def parse_values(axis: str, text) -> list[float]:
     return [number(f"sweep value for {axis}", p, low, high, integer) for p in parts]
 
 
-@gpu
+@gpu.on_gpu(gpu.sweep_cost)
 @user_errors
 def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed):
     pair, prompt_ids = _prepare(pair_key, prompt)
@@ -303,7 +319,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
 # ------------------------------------------------------------------------------------ Fidelity
 
 
-@gpu
+@gpu.on_gpu(gpu.fidelity_cost)
 @user_errors
 def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens):
     pair, prompt_ids = _prepare(pair_key, prompt)
@@ -435,12 +451,15 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
     return demo
 
 
+EXAMPLE_SETTINGS = {"num_drafts": 4, "draft_length": 4, "temperature": 0.7, "max_new_tokens": 40, "seed": 0}
+
+
+@gpu.on_gpu(lambda pair_key, prompt: gpu.generate_cost(pair_key, prompt, "spectr_gbv", **EXAMPLE_SETTINGS))
 @user_errors
 def example_run(pair_key, prompt):
     """What a cached example shows: SpecTr-GBV at the default settings."""
     pair, prompt_ids = _prepare(pair_key, prompt)
-    record = generate(pair.target, pair.draft, prompt_ids, method="spectr_gbv", num_drafts=4, draft_length=4,
-                      temperature=0.7, max_new_tokens=40, seed=0)
+    record = generate(pair.target, pair.draft, prompt_ids, method="spectr_gbv", **EXAMPLE_SETTINGS)
     return provenance_html(record, pair.token_text), metrics_line(record)
 
 
@@ -450,6 +469,9 @@ def launch(demo: gr.Blocks, concurrency: int = CONCURRENCY_LIMIT, queue_size: in
         theme=gr.themes.Soft(), css_paths=[ASSETS / "app.css"], footer_links=["api", "gradio"],
         allowed_paths=[], **kwargs)
 
+
+# On ZeroGPU the default pair is loaded (onto cuda) now, for ZeroGPU to pack and hand to its GPU workers.
+gpu.at_start(lambda: get_pair(DEFAULT_KEY))
 
 if __name__ == "__main__":
     launch(build_demo())

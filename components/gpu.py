@@ -1,19 +1,232 @@
-"""The ZeroGPU decorator on Hugging Face Spaces, and a no-op everywhere else.
+"""ZeroGPU conventions on Hugging Face Spaces, and plain calls everywhere else.
 
-On a ZeroGPU Space the `spaces` package is installed and `spaces.GPU` attaches a GPU slice
-to the decorated call only; elsewhere (CPU Spaces, laptops, CI) the function runs as is.
+On a ZeroGPU Space the platform installs `spaces` and sets SPACES_ZERO_GPU. Then:
+
+* `spaces` is imported before torch touches CUDA: app.py imports this module before
+  anything else, and this module imports `spaces` first;
+* models are placed on `cuda` when the app starts (`at_start`): ZeroGPU packs what is on
+  cuda at start and hands it to every GPU worker, so a request does not load a model;
+* every handler that runs a model is under `spaces.GPU` (`on_gpu(cost)`), with a duration
+  computed from the request (`seconds`: tokens, K, L, number of methods, runs), clamped to
+  [MIN_SECONDS, MAX_SECONDS]. ZeroGPU refuses a call whose duration is more than the
+  visitor's quota has left (an anonymous visitor has 2 minutes a day), so asking for the
+  work's size, not a fixed 120 s, is what lets a visitor make more than one call. A request
+  on a teaching pair (toy, two-token) runs no model and asks for no GPU time;
+* inside the call the app's own time budget (`components.limits.Budget`) ends decoding
+  GPU_MARGIN_S before that duration, so a long run stops with a message instead of being
+  aborted;
+* handlers run in forked workers with their arguments and results pickled: they return
+  plain Python (HTML, dicts, figures), never tensors, and nothing here uses torch.compile
+  (ZeroGPU does not support it).
+
+Without `spaces` (CPU Spaces, laptops, CI), `on_gpu(cost)` returns the handler unchanged
+and `at_start` does nothing: the pairs load on first use, as before.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import logging
+import math
 import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
-GPU_SECONDS = int(os.environ.get("SPECTR_GBV_GPU_SECONDS", "120"))
-
-try:  # pragma: no cover - only on Spaces
+try:  # first: ZeroGPU's `spaces` must patch torch before anything initialises CUDA
     import spaces
-
-    gpu = spaces.GPU(duration=GPU_SECONDS)
 except ImportError:
-    def gpu(fn):
-        return fn
+    spaces = None
+
+from spectr_gbv import AUTOREGRESSIVE
+from spectr_gbv.pairs import PAIRS, TOY_KEY, TWO_TOKEN_KEY
+
+from .limits import LIMITS, _env_int, gpu_call
+
+LOG = logging.getLogger("spectr_gbv.gpu")
+# The variable `spaces` itself reads to know it is on ZeroGPU; with `spaces` installed but
+# not on ZeroGPU (a CPU Space, a laptop), spaces.GPU is a no-op and so is `on_gpu`.
+ON_ZEROGPU = spaces is not None and os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
+
+# Cost model of the default pair on a ZeroGPU H200 slice. This project's one H200 run (README,
+# "On a GPU") found the 135M pair bound by the host: a forward costs 20-50 ms whatever its size,
+# and end to end an iteration of K = 4, L = 6 took about 70 ms. The constants below are a few
+# times that, and every iteration is assumed to emit one token only (the worst case), so a run
+# finishes well inside what it asked for; the Budget stops one that does not.
+STEP_SECONDS = 0.03  # one draft step (all K rows at once), or one plain AR target step
+VERIFY_SECONDS = 0.06  # one target forward scoring the drafts
+POSITION_SECONDS = 0.0005  # per scored position (K x (L + 1)): nearly flat, since host-bound
+PREFILL_SECONDS = 0.06  # the prompt through the target and the draft, once per run
+START_SECONDS = 8.0  # worker start, first CUDA use, figures and the explorer's strings
+MIN_SECONDS = 10
+MAX_SECONDS = _env_int("SPECTR_GBV_GPU_MAX_SECONDS", 120)  # an anonymous visitor's whole daily quota
+
+
+@dataclass(frozen=True)
+class Run:
+    """One decoding run a request makes (or `repeats` identical ones)."""
+
+    tokens: int  # new tokens asked for: at most this many iterations, since each emits at least one
+    num_drafts: int = 0  # K; 0 for plain AR
+    draft_length: int = 0  # L; 0 for plain AR
+    repeats: int = 1  # e.g. fidelity's N runs, or several methods at the same K and L
+
+    def seconds(self) -> float:
+        if self.draft_length == 0:
+            per_iteration = STEP_SECONDS
+        else:
+            positions = max(self.num_drafts, 1) * (self.draft_length + 1)
+            per_iteration = self.draft_length * STEP_SECONDS + VERIFY_SECONDS + positions * POSITION_SECONDS
+        return self.repeats * (PREFILL_SECONDS + self.tokens * per_iteration)
+
+
+def seconds(runs: Iterable[Run]) -> int:
+    """GPU seconds to ask ZeroGPU for: start-up plus every run's worst case, clamped."""
+    estimate = START_SECONDS + sum(run.seconds() for run in runs)
+    return max(MIN_SECONDS, min(MAX_SECONDS, math.ceil(estimate)))
+
+
+# ------------------------------------------------------------- what each handler asks for
+# Each takes the handler's own arguments and returns its runs, or None when the request runs
+# no model (a teaching pair) and so needs no GPU. They may raise on bad input: the request
+# then asks for no GPU time, and the handler itself refuses the input with its message.
+
+
+def _needs_model(pair_key) -> bool:
+    by_label = {info.label: key for key, info in PAIRS.items()}
+    key = by_label.get(pair_key, pair_key)
+    if not isinstance(key, str) or key in (TOY_KEY, TWO_TOKEN_KEY):
+        return False
+    return key in PAIRS or "," in key  # a curated pair, or an operator's "TARGET, DRAFT"
+
+
+def _drafted(num_drafts, draft_length, tokens, repeats=1) -> Run:
+    return Run(int(tokens), int(num_drafts), int(draft_length), int(repeats))
+
+
+def _run(method, num_drafts, draft_length, tokens, repeats=1) -> Run:
+    if method == AUTOREGRESSIVE:
+        return Run(int(tokens), repeats=int(repeats))
+    return _drafted(num_drafts, draft_length, tokens, repeats)
+
+
+def generate_cost(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed, *_, **__):
+    return [_run(method, num_drafts, draft_length, max_new_tokens)] if _needs_model(pair_key) else None
+
+
+def compare_cost(pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed, coupled,
+                 *_, **__):
+    if not _needs_model(pair_key):
+        return None
+    runs = [Run(int(max_new_tokens)), _drafted(num_drafts, draft_length, max_new_tokens, len(methods))]  # AR, methods
+    if coupled:  # one more pass: shared drafts, which every method verifies
+        runs.append(_drafted(num_drafts, draft_length, max_new_tokens))
+    return runs
+
+
+def sweep_cost(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed,
+               *_, **__):
+    if not _needs_model(pair_key):
+        return None
+    # The values split as app.parse_values splits them (which also checks them, in the handler).
+    swept = [float(part) for part in str(values or "").replace(";", ",").replace(" ", ",").split(",") if part]
+    return [_drafted(value if axis == "K" else num_drafts, value if axis == "L" else draft_length, max_new_tokens,
+                     len(methods)) for value in swept]
+
+
+def fidelity_cost(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens, *_, **__):
+    if not _needs_model(pair_key):
+        return None
+    if int(num_runs) > LIMITS.fidelity_runs_llm:  # the handler refuses it at once: ask for no more than that
+        raise ValueError("over the limit on runs")
+    return [_run(method, num_drafts, draft_length, num_tokens, num_runs)]
+
+
+def request_seconds(cost: Callable, args: tuple, kwargs: dict) -> int | None:
+    """`seconds` of the request's runs; None when it needs no GPU; MIN_SECONDS when its input is bad."""
+    try:
+        runs = cost(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - bad input: the handler refuses it at once
+        return MIN_SECONDS
+    return None if runs is None else seconds(runs)
+
+
+# ---------------------------------------------------------------------------- decorators
+
+
+def on_gpu(cost: Callable) -> Callable:
+    """Decorator factory: on ZeroGPU, the handler under spaces.GPU(duration from `cost`); elsewhere unchanged."""
+
+    def decorate(fn):
+        return under_gpu(fn, cost, spaces.GPU) if ON_ZEROGPU else fn
+
+    return decorate
+
+
+def under_gpu(fn: Callable, cost: Callable, gpu_decorator: Callable) -> Callable:
+    """`fn` under `gpu_decorator(duration=...)`, its Budget inside the duration; no GPU when `cost` says none.
+
+    `gpu_decorator` is `spaces.GPU` on ZeroGPU (tests pass a stand-in). The duration is
+    worked out twice from the same arguments: by ZeroGPU before the call, and in the worker
+    when the call starts, where it bounds the Budget."""
+
+    def duration(*args, **kwargs) -> int:
+        return request_seconds(cost, args, kwargs) or MIN_SECONDS
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def in_worker(*args, **kwargs):
+            asked, started = duration(*args, **kwargs), time.monotonic()
+            steps = fn(*args, **kwargs)
+            try:
+                while True:
+                    # Each step under the call's deadline: Gradio may run the steps of one
+                    # generator in different threads, and a Budget may be made in any step.
+                    with gpu_call(asked, started):
+                        try:
+                            item = next(steps)
+                        except StopIteration:
+                            return
+                    yield item
+            finally:
+                steps.close()
+
+        on_the_gpu = gpu_decorator(duration=duration)(in_worker)
+
+        @functools.wraps(fn)
+        def route(*args, **kwargs):
+            if request_seconds(cost, args, kwargs) is None:
+                yield from fn(*args, **kwargs)
+            else:
+                yield from on_the_gpu(*args, **kwargs)
+
+        return route
+
+    @functools.wraps(fn)
+    def in_worker(*args, **kwargs):
+        with gpu_call(duration(*args, **kwargs), time.monotonic()):
+            return fn(*args, **kwargs)
+
+    on_the_gpu = gpu_decorator(duration=duration)(in_worker)
+
+    @functools.wraps(fn)
+    def route(*args, **kwargs):
+        if request_seconds(cost, args, kwargs) is None:
+            return fn(*args, **kwargs)
+        return on_the_gpu(*args, **kwargs)
+
+    return route
+
+
+def at_start(load: Callable[[], object]) -> None:
+    """On ZeroGPU, call `load` now (it places models on cuda for ZeroGPU to pack); elsewhere nothing.
+
+    A failure is logged, not raised: the teaching pairs still serve, and a request for the
+    failed pair gets the same error as a message."""
+    if not ON_ZEROGPU:
+        return
+    try:
+        load()
+    except Exception:  # noqa: BLE001 - the app serves what it can
+        LOG.exception("could not load the default pair at start; requests for it will report why")

