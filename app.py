@@ -312,7 +312,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
                      max_new_tokens, seed)
     rows = sweep(pair.target, pair.draft, prompt_ids, methods, axis, swept, base.config(methods[0]),
                  on_iteration=_ticker(Budget()))
-    efficiency, speed = figures.sweep_figures(rows)
+    efficiency, speed = figures.sweep_figures(rows, timed=not pair.words)
     return efficiency, speed, {"pair": pair.info.key, "axis": axis, "rows": rows}
 
 
