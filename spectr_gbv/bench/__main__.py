@@ -149,8 +149,9 @@ def run(args) -> dict:
         best, search_rows = search(target, draft, prompts[::2], args.methods, T, max(n // 2, 16))
     configs = [(m, K, L) for m in args.methods for K, L in settings_for(m, args.drafts, args.lengths, best)]
     peers = [("hf_generate", None, 0)]
-    if assistant is not None:
-        peers += [("hf_assisted", assistant, L) for L in sorted({L for _, _, L in configs})]
+    if assistant is not None:  # at SD's draft length: assisted generation is single-draft SD
+        sd_length = next((L for m, _, L in configs if m == "sd"), configs[0][2])
+        peers.append(("hf_assisted", assistant, sd_length))
     ar_runs, method_runs, peer_runs = [], {c: [] for c in configs}, {p[0] + str(p[2]): [] for p in peers}
     for repeat in range(args.repeats):  # AR first in every repeat, then everything else against it
         ar_runs.append(decode_all(target, None, prompts, "ar", 0, 0, T, n))
