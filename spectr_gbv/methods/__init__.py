@@ -5,7 +5,7 @@ Pure tensor code: nothing under `spectr_gbv.methods` imports a model library or 
 
 from __future__ import annotations
 
-from . import gbv, rrs, sd, spectr, spectr_gbv, spectr_gbv_released
+from . import as_bv, gbv, rrs, sd, spectr, spectr_gbv, spectr_gbv_released
 from .base import MethodSpec, SubBlockTest, VerifyInput, VerifyResult
 
 METHODS: dict[str, MethodSpec] = {
@@ -61,6 +61,17 @@ METHODS: dict[str, MethodSpec] = {
             exact=True,
             description="SpecTr-GBV, exact: K drafts verified by block (recursive block K-SEQ). "
             "Equals GBV at K = 1 and SpecTr at L = 1.",
+        ),
+        MethodSpec(
+            name="as_bv",
+            label="AS-BV",
+            verify=as_bv.verify,
+            expected_accepted=as_bv.expected_accepted,
+            multi_draft=True,
+            block=True,
+            exact=True,
+            description="AS-BV, exact: select one of K drafts with a computable law, then GBV on it with that law. "
+            "Equals GBV at K = 1.",
         ),
         MethodSpec(
             name="spectr_gbv_released",

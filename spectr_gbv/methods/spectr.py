@@ -29,8 +29,14 @@ def kseq_beta(target: torch.Tensor, draft: torch.Tensor, rho: torch.Tensor) -> t
     return torch.minimum(draft, target / rho.unsqueeze(-1)).sum(-1)
 
 
-def optimal_rho(target: torch.Tensor, draft: torch.Tensor, num_candidates: int) -> torch.Tensor:
+def optimal_rho(
+    target: torch.Tensor, draft: torch.Tensor, num_candidates: int, descending: torch.Tensor | None = None
+) -> torch.Tensor:
     """rho* = smallest rho in [1, n] with G(rho) = rho*beta(rho) - 1 + (1-beta(rho))^n >= 0.
+
+    `descending` optionally gives the token ids by decreasing ratio f/g (g = 0: inf), so a
+    caller that needs rho* for several n at one node sorts once. Any order of tied ratios
+    gives the same beta at the breakpoints (a tied token adds g = f/rho there either way).
 
     G is nondecreasing and G(n) >= 0 (ALGORITHMS.md 2.2); rho* = 1 whenever G(1) >= 0, in
     particular for n = 1 (plain SD). beta is piecewise of the form A + B/rho between the
@@ -45,7 +51,7 @@ def optimal_rho(target: torch.Tensor, draft: torch.Tensor, num_candidates: int) 
     if n == 1:
         return one
     ratio = torch.where(draft > 0, target / torch.where(draft > 0, draft, 1.0), float("inf"))
-    order = torch.argsort(ratio, descending=True)
+    order = torch.argsort(ratio, descending=True) if descending is None else descending
     r = ratio[order]
     above_g = draft[order].cumsum(0)  # A at rho = r_j
     below_f = target.sum() - target[order].cumsum(0)  # B at rho = r_j

@@ -1,0 +1,300 @@
+"""AS-BV (ALGORITHMS.md 4.9): exactness, reductions, golden values, and the one strict order.
+
+Methodology, tier by tier:
+
+* Component laws: for each selection (lex, seq, first) and every tuple of candidate tokens,
+  the production `select` is run under `BranchingRandomness` (every coin followed); the
+  enumerated joint law of (selected token, how many candidates carry it) must equal the
+  closed-form T_r[n](y, c) and its marginal s_r[n] to 1e-12. Tables with tied ratios are
+  included, so selection and law are checked to break ties the same way.
+* Exact enumeration (`spectr_gbv.exact`): every draft tuple, coin and draw; TV of the output
+  continued by the target against the target's law of L+1 tokens <= 1e-12, on tiny tables
+  and again with the large-vocabulary stand-ins (head order, reduced LP, "first" for rare
+  alive counts) switched on at tiny sizes by shrinking their thresholds.
+* Reductions: K = 1 is GBV, outcome for outcome, under the same seeds; L = 1 accepts at
+  least as much as SpecTr's K-SEQ.
+* Golden values of 4.9: E[tau] = GBV(D) summed over the law tree of the selected block,
+  which is the quantity the note tabulates, to 1e-6; cross-checked against full
+  enumeration and against the theory line summed over draft tuples.
+* A deliberately inconsistent tie-break (selection breaks a tie one way, the law the other)
+  is shown to be biased, as 4.9 warns, so the tie test can fail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import defaultdict
+
+import pytest
+import torch
+
+from conftest import constant, dirichlet_model, mixture
+from spectr_gbv import generate
+from spectr_gbv.exact import enumerate_outcomes, fidelity_error, iteration_law, sequence_prob, verify_input_for
+from spectr_gbv.methods import METHODS, as_bv
+from spectr_gbv.randomness import TorchRandomness
+from spectr_gbv.toy import toy_pair
+
+Q2, P2 = (1 / 3, 2 / 3), (2 / 3, 1 / 3)
+TIED = ((0.2, 0.4, 0.4), (0.1, 0.2, 0.7))  # tokens 0 and 1 share the ratio q/p = 2
+
+
+def f64(values) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64)
+
+
+def models(vocab: int, seed: int, kind: str, concentration: float = 0.7):
+    target = dirichlet_model(vocab, seed, concentration)
+    other = dirichlet_model(vocab, seed + 1000, concentration)
+    return target, (mixture(target, other, 0.5) if kind == "mixed" else other)
+
+
+@pytest.fixture
+def large_vocabulary_paths(monkeypatch):
+    """The stand-ins used above 64 tokens, switched on at tiny sizes: the order ranks only the
+    2 likeliest proposals by ratio, the LP keeps 2 tokens, and alive counts with posterior
+    below 0.3 are served by "first"."""
+    monkeypatch.setattr(as_bv, "ORDER_HEAD", 2)
+    monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 2)
+    monkeypatch.setattr(as_bv, "MIN_ALIVE_MASS", 0.3)
+    as_bv._solve_mixture.cache_clear()
+
+
+# ------------------------------------------------------------------ component laws T_r[n](y, c)
+
+NODE_TABLES = [TIED, (Q2, P2), ((0.5, 0.3, 0.2), (0.2, 0.3, 0.5)), ((0.1, 0.2, 0.3, 0.4), (0.4, 0.3, 0.2, 0.1)),
+               ((0.25, 0.25, 0.5, 0.0), (0.25, 0.25, 0.25, 0.25))]
+
+
+def enumerated_joint(law: as_bv.NodeLaw, n: int, component: int, vocab: int) -> dict[tuple[int, int], float]:
+    """P(selected = y, c of the n candidates carry y), by running `select` on every tuple."""
+    one_hot = tuple(1.0 if r == component else 0.0 for r in range(3))
+    forced = dataclasses.replace(law, mixtures={**law.mixtures, n: one_hot})
+    joint: dict[tuple[int, int], float] = defaultdict(float)
+    for tokens in itertools.product(range(vocab), repeat=n):
+        weight = float(torch.prod(law.draft[list(tokens)]))
+        if weight == 0:
+            continue
+        for prob, y in enumerate_outcomes(lambda rng: as_bv.select(forced, list(tokens), rng)):
+            joint[(y, tokens.count(y))] += weight * prob
+    return joint
+
+
+@pytest.mark.parametrize("q, p", NODE_TABLES)
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("head", [256, 2])
+def test_closed_form_component_laws_equal_the_selection_they_describe(q, p, n, head, monkeypatch):
+    monkeypatch.setattr(as_bv, "ORDER_HEAD", head)
+    target, draft = f64(q), f64(p)
+    law = as_bv.node_law(target, draft, {n: 1.0}, 1.0)
+    comp = law.components[n]
+    for r in range(3):
+        joint = enumerated_joint(law, n, r, len(q))
+        for y in range(len(q)):
+            closed = as_bv.joint_at(comp, float(draft[y]), float(law.below_draft[y]), y)[r]
+            assert closed == pytest.approx([joint.get((y, c), 0.0) for c in range(n + 1)], abs=1e-12)
+            assert float(comp.marginals[r, y]) == pytest.approx(sum(closed), abs=1e-12)
+
+
+def test_ties_are_broken_by_the_larger_token_id_in_selection_and_law():
+    target, draft = f64(TIED[0]), f64(TIED[1])
+    law = as_bv.node_law(target, draft, {2: 1.0}, 1.0)
+    assert law.order.top([0, 1]) == 1 and law.order.top([1, 0]) == 1
+    # G_<(1) counts token 0 (below it), G_<(0) does not count token 1.
+    assert float(law.below_draft[1]) == pytest.approx(0.7 + 0.1) and float(law.below_draft[0]) == pytest.approx(0.7)
+
+
+def test_an_inconsistent_tie_break_is_biased(monkeypatch):
+    """Selection breaking the 0/1 tie towards the smaller id while the law assumes the larger:
+    the output law moves by TV ~ 0.06 (4.9: 0.04-0.07), so the tie tests above can fail."""
+    original = as_bv.NodeOrder.top
+    monkeypatch.setattr(as_bv.NodeOrder, "top", lambda self, tokens: 0 if original(self, tokens) == 1 and 0 in tokens else original(self, tokens))
+    assert fidelity_error(METHODS["as_bv"], constant(TIED[0]), constant(TIED[1]), 2, 2) > 0.03
+
+
+# ------------------------------------------------------------------------- exact enumeration
+
+INSTANCES = [  # (V, L, K, seed, kind) of context-dependent Dirichlet models
+    (2, 2, 2, 11, "independent"),
+    (3, 2, 2, 12, "mixed"),
+    (2, 2, 3, 16, "mixed"),
+    (2, 3, 2, 17, "independent"),
+    (3, 1, 4, 15, "independent"),
+    (4, 1, 3, 19, "mixed"),
+]
+
+
+@pytest.mark.parametrize("V, L, K, seed, kind", INSTANCES)
+def test_as_bv_preserves_the_target_law(V, L, K, seed, kind):
+    target, draft = models(V, seed, kind)
+    assert fidelity_error(METHODS["as_bv"], target, draft, K, L) <= 1e-12
+
+
+@pytest.mark.parametrize("q, p, L, K", [(*TIED, 2, 2), (*TIED, 1, 4), (Q2, P2, 3, 2), ((0.5, 0.5), (0.5, 0.5), 2, 3)])
+def test_as_bv_is_exact_on_tied_and_context_free_tables(q, p, L, K):
+    assert fidelity_error(METHODS["as_bv"], constant(q), constant(p), K, L) <= 1e-12
+
+
+# (2, 2, 4) is here only: K = 4 at L = 2 takes half a minute with every stand-in off.
+@pytest.mark.parametrize("V, L, K, seed, kind", [(3, 2, 2, 12, "mixed"), (4, 1, 3, 21, "independent"), (2, 2, 4, 18, "mixed")])
+def test_large_vocabulary_stand_ins_are_exact(V, L, K, seed, kind, large_vocabulary_paths):
+    target, draft = models(V, seed, kind)
+    assert fidelity_error(METHODS["as_bv"], target, draft, K, L) <= 1e-12
+    assert fidelity_error(METHODS["as_bv"], constant(TIED[0]), constant(TIED[1]), min(K, 3), 1) <= 1e-12
+
+
+@pytest.mark.parametrize("stand_ins", [False, True])
+def test_theory_line_equals_the_enumerated_mean_given_the_drafts(stand_ins, monkeypatch):
+    if stand_ins:
+        monkeypatch.setattr(as_bv, "ORDER_HEAD", 2)
+        monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 2)
+    target, draft = models(3, 23, "mixed")
+    blocks = list(itertools.product(range(3), repeat=2))
+    for drafts in itertools.islice(itertools.product(blocks, repeat=3), 0, None, 23):
+        inp = verify_input_for(drafts, target, draft)
+        outcomes = enumerate_outcomes(lambda rng: as_bv.verify(inp, rng))
+        assert sum(prob for prob, _ in outcomes) == pytest.approx(1.0, abs=1e-12)
+        enumerated = sum(prob * result.num_accepted for prob, result in outcomes)
+        assert as_bv.expected_accepted(inp) == pytest.approx(enumerated, abs=1e-12)
+
+
+# -------------------------------------------------------------------------------- reductions
+
+
+def test_one_draft_is_gbv_outcome_for_outcome_under_the_same_seeds():
+    target, draft = models(5, 31, "mixed", concentration=0.5)
+    generator = torch.Generator().manual_seed(5)
+    for trial in range(40):
+        L = 1 + trial % 4
+        block = [int(torch.multinomial(draft(()), 1, generator=generator))]
+        while len(block) < L:
+            block.append(int(torch.multinomial(draft(tuple(block)), 1, generator=generator)))
+        inp = verify_input_for([block], target, draft)
+        for seed in range(5):
+            a = as_bv.verify(inp, TorchRandomness(torch.Generator().manual_seed(seed)))
+            b = METHODS["gbv"].verify(inp, TorchRandomness(torch.Generator().manual_seed(seed)))
+            assert (a.tokens, a.final_kind, a.winning_draft) == (b.tokens, b.final_kind, b.winning_draft)
+            assert [(t.length, t.accept_prob, t.accepted, t.uniform) for t in a.tests] == \
+                   [(t.length, t.accept_prob, t.accepted, t.uniform) for t in b.tests]
+            assert torch.equal(a.final_distribution, b.final_distribution)
+        assert as_bv.expected_accepted(inp) == METHODS["gbv"].expected_accepted(inp)
+
+
+def theory_expected(name: str, target_fn, draft_fn, num_drafts: int, draft_length: int) -> float:
+    """E[tau] = sum over draft tuples of P(tuple) E[tau | tuple] (the theory line, which the
+    enumeration tests tie to the verifier)."""
+    vocab = len(target_fn(()))
+    total = 0.0
+    for drafts in itertools.product(itertools.product(range(vocab), repeat=draft_length), repeat=num_drafts):
+        weight = 1.0
+        for x in drafts:
+            weight *= sequence_prob(x, draft_fn)
+        if weight > 0:
+            total += weight * METHODS[name].expected_accepted(verify_input_for(drafts, target_fn, draft_fn))
+    return total
+
+
+@pytest.mark.parametrize("V, K", [(4, 2), (4, 3), (3, 4)])
+@pytest.mark.parametrize("seed", [41, 42, 43])
+def test_one_position_accepts_at_least_as_much_as_spectr(V, K, seed):
+    target, draft = models(V, seed, "independent" if seed % 2 else "mixed")
+    assert theory_expected("as_bv", target, draft, K, 1) >= theory_expected("spectr", target, draft, K, 1) - 1e-12
+
+
+# ------------------------------------------------------------------------ golden values (4.9)
+
+
+def block_law_expected(target_fn, draft_fn, num_drafts: int, draft_length: int) -> float:
+    """GBV(D) = sum_i sum_{y in Omega^i} w_i(y), w_i = min(w_{i-1} q(y_i | y_<i), D(y_1:i)), over the
+    law tree of the selected block (4.9): the exact E[tau] of AS-BV."""
+    vocab = len(target_fn(()))
+    total = 0.0
+
+    def walk(prefix, alive_law, omega, block_prob, weight):
+        nonlocal total
+        if len(prefix) == draft_length:
+            return
+        target = target_fn(prefix)
+        law = as_bv.node_law(target, draft_fn(prefix), alive_law, omega)
+        for y in range(vocab):
+            selected = float(law.selected[y])
+            if selected > 0:
+                child_prob = block_prob * selected
+                child_weight = min(weight * float(target[y]), child_prob)
+                total += child_weight
+                walk(prefix + (y,), as_bv.child_alive_law(law, y), as_bv.next_omega(omega, float(target[y]), selected),
+                     child_prob, child_weight)
+
+    walk((), {num_drafts: 1.0}, 1.0, 1.0, 1.0)
+    return total
+
+
+GOLDEN = [  # q, p, L, K, E[tau] of AS-BV (ALGORITHMS.md 4.9)
+    (Q2, P2, 2, 2, 1.617284),
+    (Q2, P2, 2, 3, 1.832822),
+    ((0.5, 0.3, 0.2), (0.2, 0.3, 0.5), 2, 2, 1.550800),
+    ((0.5, 0.3, 0.2), (0.2, 0.3, 0.5), 2, 3, 1.676893),
+    ((0.6, 0.3, 0.1), (0.3, 0.4, 0.3), 3, 2, 2.223165),
+    ((0.6, 0.3, 0.1), (0.3, 0.4, 0.3), 3, 3, 2.407815),
+]
+
+
+@pytest.mark.parametrize("q, p, L, K, expected", GOLDEN)
+def test_golden_expected_accepted_of_section_4_9(q, p, L, K, expected):
+    assert block_law_expected(constant(q), constant(p), K, L) == pytest.approx(expected, abs=1e-6)
+
+
+def test_two_draft_golden_value_is_the_lp_optimum_131_81_by_full_enumeration():
+    law = iteration_law(METHODS["as_bv"], constant(Q2), constant(P2), 2, 2)
+    assert law.expected_accepted == pytest.approx(131 / 81, abs=1e-12)
+
+
+@pytest.mark.parametrize("q, p, L, K, expected", [GOLDEN[2], GOLDEN[4]])
+def test_golden_values_also_come_out_of_the_theory_line(q, p, L, K, expected):
+    assert theory_expected("as_bv", constant(q), constant(p), K, L) == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_lambda_lp_picks_the_optimal_vertex_of_a_flat_face():
+    """Two-token root at K = 3: sum_x min(lambda . s, q) = 1 on a whole edge of optima. The golden
+    value needs the vertex (lex 0.7363, seq 0.2637): HiGHS's choice, not the grid's (0.9, 0, 0.1)."""
+    law = as_bv.node_law(f64(Q2), f64(P2), {3: 1.0}, 1.0)
+    lex, seq, first = law.mixtures[3]
+    assert (lex, seq, first) == pytest.approx((0.736317, 0.263683, 0.0), abs=1e-6)
+    assert torch.allclose(law.selected, f64(Q2), atol=1e-12)  # D_root = q: nothing is lost at the root
+
+
+def test_reduced_lambda_lp_reaches_the_full_optimum_when_few_tokens_cross(monkeypatch):
+    """Above MAX_LP_TOKENS the objective stays exact for the tokens whose kink crosses the
+    simplex; while there are at most that many, the vertex search must reach the value of
+    the full LP's optimum (HiGHS)."""
+    value = lambda w, s, cap: float(torch.minimum(f64(w) @ s, cap).sum())  # noqa: E731
+    checked = 0
+    for seed in range(40):
+        s = torch.stack([dirichlet_model(12, 100 * seed + r, 0.6)(()) for r in range(3)])
+        cap = 0.8 * dirichlet_model(12, 100 * seed + 7, 0.6)(())
+        crossing = int((~(s <= cap).all(0) & ~(s >= cap).all(0)).sum())
+        full = as_bv.mixture_weights(s, cap)
+        monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 8)
+        reduced = as_bv.mixture_weights(s, cap)
+        monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 64)
+        if crossing <= 8:
+            assert value(reduced, s, cap) == pytest.approx(value(full, s, cap), abs=1e-12)
+            checked += 1
+        else:  # the chord under-estimates the tail: never better than the optimum
+            assert value(reduced, s, cap) <= value(full, s, cap) + 1e-12
+    assert checked >= 5
+
+
+# ------------------------------------------------------------------------------- public API
+
+
+def test_generate_and_theory_line_through_the_public_api():
+    target, draft = toy_pair()
+    record = generate(target, draft, [0], method="as_bv", num_drafts=3, draft_length=3, max_new_tokens=12, seed=4)
+    assert len(record.tokens) == 12 and record.mean_expected_accepted is not None
+    assert all(it.num_accepted <= 3 for it in record.iterations)
+    again = generate(target, draft, [0], method="as_bv", num_drafts=3, draft_length=3, max_new_tokens=12, seed=4)
+    assert again.tokens == record.tokens
+    spec = METHODS["as_bv"]
+    assert (spec.label, spec.multi_draft, spec.block, spec.exact) == ("AS-BV", True, True, True)
