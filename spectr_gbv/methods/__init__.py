@@ -5,7 +5,7 @@ Pure tensor code: nothing under `spectr_gbv.methods` imports a model library or 
 
 from __future__ import annotations
 
-from . import as_bv, gbv, rrs, sd, spectr, spectr_gbv, spectr_gbv_released
+from . import as_bv, gbv, rrs, sd, spectr, spectr_gbv, spectr_gbv_released, traversal
 from .base import MethodSpec, SubBlockTest, VerifyInput, VerifyResult
 
 METHODS: dict[str, MethodSpec] = {
@@ -72,6 +72,17 @@ METHODS: dict[str, MethodSpec] = {
             exact=True,
             description="AS-BV, exact: select one of K drafts with a computable law, then GBV on it with that law. "
             "Equals GBV at K = 1.",
+        ),
+        MethodSpec(
+            name="traversal",
+            label="Traversal",
+            verify=traversal.verify,
+            expected_accepted=traversal.expected_accepted,
+            multi_draft=True,
+            block=True,
+            exact=True,
+            description="Traversal Verification (Weng et al. 2025) on the merged trie of the K drafts: leaves tested "
+            "depth first, a rejected leaf hands its parent the block residual. Equals GBV at K = 1.",
         ),
         MethodSpec(
             name="spectr_gbv_released",
