@@ -99,7 +99,9 @@ def train(head, embedding, output, records, validation, token_index, epochs: int
         indices = list(range(len(records)))
         order.shuffle(indices)
         totals = [0.0] * depth
-        for i in indices:
+        for step, i in enumerate(indices, start=1):
+            if step % 100 == 0:
+                print(f"epoch {epoch + 1}: {step}/{len(indices)} sequences, {time.time() - started:.0f} s", flush=True)
             losses = record_losses(head, embedding, output, records[i], token_index, depth)
             loss = sum(DEPTH_WEIGHT ** d * value for d, value in enumerate(losses))
             optimizer.zero_grad()
@@ -134,6 +136,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--validation", type=int, default=VALIDATION, help="sequences kept out of training")
     parser.add_argument("--limit", type=int, help="train on at most this many sequences (quick trials)")
+    parser.add_argument("--resume", help="continue from the head saved in this folder (a new learning-rate cycle)")
     args = parser.parse_args()
     started = time.time()
     from .models.hf import DRAFT_ASSETS, OUTPUT_TOKEN_IDS_FILE, load_model
@@ -154,16 +157,25 @@ def main() -> None:
     embedding = target.get_input_embeddings().weight.detach()
     output = target.get_output_embeddings().weight[output_ids].detach()
     shape = FeatureDraftShape.of_target(target.config)
-    head = FeatureDraftHead(shape)
-    head.init_from_target_layer(target.model.layers[INIT_LAYER], target.model.norm)
+    earlier = []
+    if args.resume:
+        from .models.feature_draft import load_feature_draft_head
+
+        head, previous = load_feature_draft_head(Path(args.resume), target.config, tokenizer, "default")
+        head.train()
+        earlier = previous.get("history", [])
+    else:
+        head = FeatureDraftHead(shape)
+        head.init_from_target_layer(target.model.layers[INIT_LAYER], target.model.norm)
     print(f"{len(records)} training and {len(validation)} validation sequences from {len(paths)} files", flush=True)
-    history = train(head, embedding, output, records, validation, token_index, args.epochs, args.depth, args.lr, args.seed)
+    history = earlier + train(head, embedding, output, records, validation, token_index, args.epochs, args.depth,
+                              args.lr, args.seed + len(earlier))
     meta = {
         "kind": "feature-conditioned (EAGLE-style): fc + 1 decoder layer + norm, restricted head",
         "base": "default", "hidden_size": shape.hidden_size, "vocab_size": len(tokenizer),
         "tokenizer": tokenizer_fingerprint(tokenizer), "output_tokens": len(output_ids),
         "init_layer": INIT_LAYER, "depth": args.depth, "depth_weight": DEPTH_WEIGHT, "lr": args.lr,
-        "epochs": args.epochs, "seed": args.seed, "data": [Path(p).name for p in paths],
+        "epochs": len(history), "cycles": ([len(earlier)] if earlier else []) + [args.epochs], "seed": args.seed, "data": [Path(p).name for p in paths],
         "sequences": len(records), "validation_sequences": len(validation),
         "continuation_tokens": sum(r["top_ids"].shape[0] for r in records),
         "history": history, "train_seconds": round(time.time() - started), "torch": torch.__version__,

@@ -215,5 +215,6 @@ def _load_layered_default_pair() -> Pair:
     from .models.hf import DEFAULT_DRAFT, HFModel, load_model
 
     default = _default_pair()
-    draft = HFModel(load_model(DEFAULT_DRAFT, device=default.target.device), default.target.vocab_size)
+    draft = HFModel(load_model(DEFAULT_DRAFT, device=default.target.device, dtype=default.target.model.dtype),
+                   default.target.vocab_size)
     return Pair(PAIRS[LAYERED_KEY], default.target, draft, default.encode, default.token_text)

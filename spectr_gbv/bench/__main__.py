@@ -139,7 +139,7 @@ def run(args) -> dict:
     target, draft, tokenizer = load_pair(args.target, args.draft)
     assistant = draft if isinstance(draft, HFModel) else None
     if assistant is None and args.target == "default":  # transformers cannot run a feature-conditioned draft
-        assistant = HFModel(load_model(DEFAULT_DRAFT, device=target.device), target.vocab_size)
+        assistant = HFModel(load_model(DEFAULT_DRAFT, device=target.device, dtype=target.model.dtype), target.vocab_size)
     prompts = [chat_prompt_ids(tokenizer, text) for text in PROMPTS.values()]
     n, T = args.max_new_tokens, args.temperature
     generate(target, draft, prompts[0], method="spectr_gbv", num_drafts=2, draft_length=2, max_new_tokens=4,

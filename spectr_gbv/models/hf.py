@@ -62,6 +62,37 @@ def pick_dtype(device: torch.device, dtype: torch.dtype | None = None) -> torch.
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
+CPU_DTYPE_ENV = "SPECTR_GBV_CPU_DTYPE"
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 matrix products natively (AVX512-BF16 or AMX)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " avx512_bf16" in flags or " amx_bf16" in flags
+
+
+def default_pair_dtype(device: torch.device) -> torch.dtype:
+    """The offline default pair's dtype: bf16 on CUDA, and on a CPU with native bf16.
+
+    Measured on such a CPU (2 cores, `python -m spectr_gbv.bench.forward_profile`-style, one
+    thread): in fp32, MKL's matrix products for 2-25 rows cost several times one row, so
+    scoring 5 positions took 1.8 one-token steps; in bf16 (oneDNN) it takes 1.1, a one-token
+    step is as fast as fp32's and the output head 5x faster. That is what lets speculation pay
+    on a CPU. The target is then the bf16 model for every method and for AR alike (as on CUDA),
+    so exactness is with respect to it. $SPECTR_GBV_CPU_DTYPE=float32 restores fp32."""
+    if device.type == "cuda":
+        return torch.bfloat16
+    chosen = os.environ.get(CPU_DTYPE_ENV, "").strip().lower()
+    if chosen in ("float32", "fp32"):
+        return torch.float32
+    if chosen in ("bfloat16", "bf16"):
+        return torch.bfloat16
+    return torch.bfloat16 if device.type == "cpu" and cpu_has_native_bf16() else torch.float32
+
+
 # ---------------------------------------------------------------------------- loading
 
 
@@ -484,6 +515,8 @@ def load_pair(
     """
     from .feature_draft import WEIGHTS_FILE
 
+    if target == DEFAULT and dtype is None:
+        dtype = default_pair_dtype(pick_device(device))
     target_loaded = load_model(target, device, dtype)
     if draft is None and draft_layers is None and target == DEFAULT:
         if (FEATURE_DRAFT_ASSETS / WEIGHTS_FILE).is_file():
