@@ -68,6 +68,7 @@ def hf_generate(model, prompt_ids, max_new_tokens, temperature, seed, assistant=
 def decode_all(target, draft, prompts, method, K, L, T, n) -> dict:
     """One method over all prompts: totals of tokens, target calls, phases and wall time."""
     totals = {"tokens": 0, "calls": 0, "accepted": 0, "seconds": 0.0, "draft_s": 0.0, "target_s": 0.0, "verify_s": 0.0}
+    K, L = max(K, 1), max(L, 1)  # AR ignores them
     for i, ids in enumerate(prompts):
         record, seconds = timed(lambda: generate(target, draft, ids, method=method, num_drafts=K, draft_length=L,
                                                  temperature=T, max_new_tokens=n, seed=i, with_theory=False))
