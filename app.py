@@ -35,6 +35,7 @@ from components.settings import (
 )
 from components.text import LOSSY_NOTE, metrics_line, provenance_html, side_by_side_html
 from spectr_gbv import AUTOREGRESSIVE, METHODS
+from spectr_gbv.ceiling import run_ceiling
 from spectr_gbv.coupled import CoupledRun, coupled_steps
 from spectr_gbv.engine import decode_iterations, generate, generate_config, run_record
 from spectr_gbv.fidelity import fidelity
@@ -247,6 +248,8 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
             coupled_result.steps.append(step)
     independent = [runs[m].summary() | {"accepted_length_histogram": runs[m].accepted_length_histogram} for m in methods]
     hardware_free = [coupled_result.summary(m) for m in methods] if coupled_result else independent
+    ceiling = run_ceiling(pair.info.key, prompt_ids, [s.emitted for s in coupled_result.steps] if coupled_result
+                          else [it.emitted for it in runs[methods[0]].iterations], base.config(methods[0]))
     speedups = {m: runs[m].tokens_per_second / ar_rate for m in methods}
     phases = {"ar": ar.phase_ms_per_token} | {m: runs[m].phase_ms_per_token for m in methods}
     if coupled_result:
@@ -262,11 +265,12 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
         "ms_per_token_by_phase": phases if timed else None,
         "coupled_runs": hardware_free if coupled_result else None,
         "leader": coupled_result.config.method if coupled_result else None,
+        "ceiling_expected_accepted": ceiling,  # best any exact rule can do (teaching pairs only)
     }
     texts = {m: provenance_html(runs[m], pair.token_text, legend=False) for m in methods}
     return (
         side_by_side_html(texts, {m: metrics_line(runs[m]) for m in methods}),
-        figures.efficiency_figure(hardware_free, coupled=bool(coupled_result)),
+        figures.efficiency_figure(hardware_free, coupled=bool(coupled_result), ceiling=ceiling),
         figures.histogram_figure(hardware_free),
         figures.per_position_figure(hardware_free),
         figures.calls_per_token_figure(hardware_free),

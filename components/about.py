@@ -1,15 +1,18 @@
 """The About view: what the methods do, in plain words, and the released rule's measured bias.
 
-The numbers in the table are computed when the app starts, by exact enumeration
-(`spectr_gbv.exact`) on the GBV paper's two-token example; nothing is typed in by hand.
+The numbers in the tables are computed when the app starts, exactly (by enumeration, `spectr_gbv.exact`,
+and by the ceiling LP, `spectr_gbv.ceiling`) on the GBV paper's two-token example; nothing is typed in by hand.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from functools import lru_cache
 
 from spectr_gbv.bench.exact_table import constant
-from spectr_gbv.exact import continued_law, iteration_law, target_law, total_variation_to_target
+from spectr_gbv.ceiling import optimal_expected_accepted
+from spectr_gbv.exact import continued_law, iteration_law, sequence_prob, target_law, total_variation_to_target, verify_input_for
 from spectr_gbv.methods import METHODS
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET
 
@@ -31,6 +34,53 @@ def lossy_rows() -> list[tuple[int, float, float, float, float]]:
     return rows
 
 
+FRONTIER_DRAFTS = (2, 3)
+
+
+def _expected_accepted(name: str, q, p, num_drafts: int) -> float:
+    """Exact E[tau]: the method's E[tau | drafts] summed over every tuple of drafts."""
+    blocks = list(itertools.product(range(2), repeat=DRAFT_LENGTH))
+    total = 0.0
+    for drafts in itertools.product(blocks, repeat=num_drafts):
+        weight = math.prod(sequence_prob(x, p) for x in drafts)
+        total += weight * METHODS[name].expected_accepted(verify_input_for(drafts, q, p))
+    return total
+
+
+def frontier_methods() -> list[str]:
+    return [name for name, spec in METHODS.items() if spec.exact and spec.multi_draft]
+
+
+@lru_cache(maxsize=1)
+def frontier_rows() -> list[tuple[int, list[float], float]]:
+    """(K, exact E[tau] of each exact multi-draft rule, the best any exact rule can do) on the
+    two-token example, L = 2; the last is the LP of `spectr_gbv.ceiling`."""
+    q, p = constant(TWO_TOKEN_TARGET), constant(TWO_TOKEN_DRAFT)
+    return [(K, [_expected_accepted(name, q, p, K) for name in frontier_methods()],
+             optimal_expected_accepted(q, p, K, DRAFT_LENGTH)) for K in FRONTIER_DRAFTS]
+
+
+def frontier_markdown() -> str:
+    header = " | ".join(METHODS[name].label for name in frontier_methods())
+    rows = "\n".join(f"| {K} | " + " | ".join(f"{v:.4f}" for v in values) + f" | **{best:.4f}** |"
+                     for K, values, best in frontier_rows())
+    return f"""
+## The best any exact rule can do
+
+Every exact rule that reads K drafts is bounded by *select one draft, then verify it by block with the selected
+draft's exact law* (ALGORITHMS.md section 4.9): the best such pair is a linear program, solved here when the app
+starts. Expected accepted draft tokens per iteration on the two-token example (L = {DRAFT_LENGTH}), exact:
+
+| K | {header} | best any exact rule |
+|---|{"---|" * (len(frontier_methods()) + 1)}
+{rows}
+
+In **Compare**, the Toy world and the two-token example show this ceiling as a dashed line (1 + the LP optimum at
+the contexts where the run's iterations started; up to V^L = 128 draft blocks, or wherever the best rule accepts
+every block). On real models it cannot be computed: the LP has a variable per possible draft block.
+"""
+
+
 def about_markdown() -> str:
     table = "\n".join(
         f"| {K} | {e1:.4f} | {tv1:.1e} | {e2:.4f} | **{tv2:.3f}** |" for K, e1, tv1, e2, tv2 in lossy_rows()
@@ -50,6 +100,11 @@ calls. The number of tokens per target call is the **block efficiency**; it does
 * **SpecTr** and **RRS**: **K** drafts; at each position the verifier picks among the drafts that are still alive.
 * **SpecTr-GBV**: K drafts verified by block: the longest accepted sub-block among K drafts. The project's version is
   an exact rule (ALGORITHMS.md section 4.3); it equals GBV at K = 1 and SpecTr at L = 1.
+* **AS-BV**: first *select* one of the K drafts, token by token down their tree, with a mixture of three simple
+  selections whose law is known exactly; then verify that one draft by block (GBV) against that law
+  (ALGORITHMS.md section 4.9). It equals GBV at K = 1 and accepts at least as much as SpecTr at L = 1.
+* **Traversal**: Traversal Verification (Weng et al. 2025) on the tree of the K drafts: leaves are tested
+  depth first, and a rejected leaf hands its parent the block residual. It equals GBV at K = 1.
 * **AR**: the target alone, one token per call: the baseline for wall-clock speedup.
 
 ## Why one method is labelled lossy
@@ -65,6 +120,7 @@ distribution. Computed exactly (every draft, every coin, every draw) on the GBV 
 The released rule sometimes accepts more, but the text it produces is not what the target would write. Check it
 yourself in the **Fidelity** tab (pair "Two-token example", method "SpecTr-GBV as released", K = 1, L = 2, 3 tokens).
 
+{frontier_markdown()}
 ## Honest numbers
 
 Block efficiency, acceptance and target calls per token are hardware-free. Tokens per second and the speedup

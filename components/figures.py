@@ -33,14 +33,21 @@ def _figure(title: str, x_title: str, y_title: str, subtitle: str | None = None)
     return fig
 
 
-def efficiency_figure(summaries: Sequence[dict], coupled: bool = False) -> go.Figure:
-    """Block efficiency and mean acceptance length per method (hardware-free)."""
+def efficiency_figure(summaries: Sequence[dict], coupled: bool = False, ceiling: float | None = None) -> go.Figure:
+    """Block efficiency and mean acceptance length per method (hardware-free).
+
+    `ceiling`: the best E[tau] any exact K-draft rule can reach at this run's contexts
+    (`spectr_gbv.ceiling`, teaching pairs only), drawn as the line 1 + ceiling."""
     subtitle = "coupled: same drafts and random draws for every method" if coupled else "independent runs, same seed"
     fig = _figure("Block efficiency and mean acceptance length", "", "tokens per target call", subtitle)
     labels = [method_label(s["method"]) for s in summaries]
     fig.add_bar(name="block efficiency", x=labels, y=[s["block_efficiency"] for s in summaries])
     fig.add_bar(name="mean acceptance length (1 + mean tau)", x=labels, y=[s["mean_acceptance_length"] for s in summaries])
     fig.update_layout(barmode="group")
+    if ceiling is not None:
+        fig.add_hline(y=1 + ceiling, line_dash="dash", line_color="#444444",
+                      annotation_text=f"best any exact rule can do: {1 + ceiling:.2f} (LP, expected)",
+                      annotation_position="top left")
     return fig
 
 

@@ -119,3 +119,21 @@ def test_run_ceiling_reads_the_contexts_where_iterations_started():
     value = run_ceiling("toy", [0], [[1, 3], [5]], config)  # two iterations: after "the", after "cat sat"
     expected = sum(teaching_ceiling("toy", [(w,)], 2, 2, 0.7) for w in (0, 3)) / 2
     assert value == pytest.approx(expected)
+
+
+def test_compare_chart_draws_the_ceiling_line_only_when_given():
+    from components import figures
+
+    summaries = [{"method": "as_bv", "block_efficiency": 2.4, "mean_acceptance_length": 2.4}]
+    assert not figures.efficiency_figure(summaries).layout.shapes
+    line = figures.efficiency_figure(summaries, ceiling=1.853224).layout.shapes
+    assert len(line) == 1 and line[0].y0 == pytest.approx(2.853224)
+
+
+def test_about_table_has_every_exact_multi_draft_rule_under_the_ceiling():
+    from components.about import frontier_methods, frontier_rows
+
+    assert {"as_bv", "traversal", "spectr", "spectr_gbv"} <= set(frontier_methods())
+    for K, values, best in frontier_rows():
+        assert max(values) <= best + 1e-9
+    assert frontier_rows()[0][2] == pytest.approx(131 / 81, abs=1e-6)  # K = 2: AS-BV reaches it
