@@ -77,7 +77,8 @@ def _first_leaf(node: Node) -> Node:
 def _delete(leaf: Node) -> None:
     """Reject `leaf`: remove it and hand its parent the GBV residual, sampled without replacement."""
     parent = leaf.parent
-    mass = residual_mass(parent.big, parent.small, torch.tensor(parent.weight, dtype=torch.float64)).item()
+    weight = torch.tensor(parent.weight, dtype=torch.float64, device=parent.big.device)
+    mass = residual_mass(parent.big, parent.small, weight).item()
     parent.big = residual(parent.big, parent.small, parent.weight) if mass > EMPTY_MASS else parent.big
     parent.weight = float(sub_block_probs(*torch.tensor([parent.weight, mass], dtype=torch.float64)))
     # Without replacement: the siblings still to be tested are not token l.
