@@ -1,0 +1,197 @@
+"""The coupled frontier of the exact multi-draft rules: every rule judges the same drafts with the same draws.
+
+    python -m spectr_gbv.bench.frontier [--pair default] [--prompts 120] [--drafts 2 4 8] [--lengths 2 4 6 8]
+        [--temperatures 0.4 0.7 1.0] [--methods ...] [--max-new-tokens 64] [--out assets/results/frontier]
+
+For every (K, L, T) and every prompt, one coupled run (`spectr_gbv.coupled`): the draft proposes K
+blocks, the target scores them once, every listed rule verifies that input with identically seeded
+coins, and the leader (spectr_gbv, else the first exact rule listed) advances the context. Per
+prompt and rule it keeps the mean over iterations of E[tau | drafts] (the theory line: the coins
+integrated out, so the lowest-variance measure of a rule) and the block efficiency 1 + mean tau.
+
+Reported per configuration and rule: the mean over prompts, and the mean and 95 % t-interval of
+the paired per-prompt differences against spectr and against spectr_gbv (a prompt is the unit:
+iterations within one are dependent, prompts are not). An interval that excludes 0 is a
+difference the rules make, not sampling noise. The released rule is labelled lossy and has no
+theory line. Writes `frontier.json` and `frontier.md` under --out.
+
+Prompts: on the default pair the paper suite (`assets/prompts/paper_suite.json`), taken across its
+five families in turn; on the teaching pairs, short prompts in their own words.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from scipy import stats
+
+from ..config import DecodeConfig
+from ..coupled import coupled_run
+from ..methods import METHODS
+from ..pairs import DEFAULT_KEY, TOY_KEY, TWO_TOKEN_KEY, get_pair
+
+SUITE = Path(__file__).resolve().parents[2] / "assets" / "prompts" / "paper_suite.json"
+DEFAULT_METHODS = ["sd", "gbv", "spectr", "spectr_gbv", "as_bv", "traversal", "spectr_gbv_released"]
+REFERENCES = ("spectr", "spectr_gbv")
+METRICS = ("expected_accepted", "block_efficiency")
+TEACHING_PROMPTS = {TOY_KEY: ["the", "the cat", "the dog ran", "on the mat", "the cat sat on"],
+                    TWO_TOKEN_KEY: ["A", "B", "A B", "B B A", "A A B"]}
+
+
+def prompt_texts(pair_key: str, count: int) -> list[str]:
+    """`count` prompts: the paper suite's families in turn (default pair) or the teaching prompts, cycled."""
+    if pair_key == DEFAULT_KEY:
+        families = json.loads(SUITE.read_text())["families"].values()
+        pool = [p for group in itertools.zip_longest(*families) for p in group if p is not None]
+    else:
+        pool = TEACHING_PROMPTS[pair_key]
+    return [pool[i % len(pool)] for i in range(count)]
+
+
+def paired_interval(values: Sequence[float], reference: Sequence[float]) -> tuple[float, float, float]:
+    """Mean of the paired differences and its 95 % t-interval (lo, hi); NaN width for one pair."""
+    diffs = [a - b for a, b in zip(values, reference)]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    if n < 2:
+        return mean, float("nan"), float("nan")
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def leader_of(methods: Sequence[str]) -> str:
+    return "spectr_gbv" if "spectr_gbv" in methods else next(m for m in methods if METHODS[m].exact)
+
+
+def measure(pair, prompt_ids: list[list[int]], methods: Sequence[str], K: int, L: int, T: float, max_new_tokens: int,
+            log=lambda line: None) -> list[dict]:
+    """One configuration: per-prompt coupled runs, then one row per rule (module docstring)."""
+    per_prompt: dict[str, dict[str, list[float]]] = {m: {k: [] for k in METRICS} for m in methods}
+    for seed, ids in enumerate(prompt_ids):
+        config = DecodeConfig(method=leader_of(methods), num_drafts=K, draft_length=L, temperature=T,
+                              max_new_tokens=max_new_tokens, seed=seed)
+        run = coupled_run(pair.target, pair.draft, ids, methods, config)
+        for m in methods:
+            summary = run.summary(m)
+            expected = summary["mean_expected_accepted"]
+            per_prompt[m]["expected_accepted"].append(float("nan") if expected is None else expected)
+            per_prompt[m]["block_efficiency"].append(summary["block_efficiency"])
+    log(f"K = {K}, L = {L}, T = {T}: {len(prompt_ids)} prompts")
+    rows = []
+    for m in methods:
+        row = {"K": K, "L": L, "T": T, "prompts": len(prompt_ids), "method": m, "label": METHODS[m].label,
+               "exact": METHODS[m].exact, "per_prompt": per_prompt[m]}
+        for metric in METRICS:
+            values = per_prompt[m][metric]
+            row[metric] = sum(values) / len(values)
+            for ref in REFERENCES:
+                if ref in per_prompt:
+                    row.setdefault(f"vs_{ref}", {})[metric] = paired_interval(values, per_prompt[ref][metric])
+        rows.append(row)
+    return rows
+
+
+def _cell(interval) -> str:
+    if interval is None or math.isnan(interval[0]):
+        return "–"
+    mean, lo, hi = interval
+    if math.isnan(lo):
+        return f"{mean:+.3f}"
+    mark = "**" if lo > 0 or hi < 0 else ""
+    return f"{mark}{mean:+.3f} [{lo:+.3f}, {hi:+.3f}]{mark}"
+
+
+def markdown(rows: list[dict]) -> str:
+    refs = [r for r in REFERENCES if any(f"vs_{r}" in row for row in rows)]
+    head = ["K", "L", "T", "rule", "E[tau given drafts]", "block efficiency"]
+    for ref in refs:
+        head += [f"E[tau] − {METHODS[ref].label}", f"BE − {METHODS[ref].label}"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        label = row["label"] if row["exact"] or "lossy" in row["label"] else f"{row['label']} (lossy)"
+        expected = "–" if math.isnan(row["expected_accepted"]) else f"{row['expected_accepted']:.3f}"
+        cells = [str(row["K"]), str(row["L"]), str(row["T"]), label, expected, f"{row['block_efficiency']:.3f}"]
+        for ref in refs:
+            diffs = row.get(f"vs_{ref}", {})
+            cells += [_cell(None if ref == row["method"] else diffs.get("expected_accepted")),
+                      _cell(None if ref == row["method"] else diffs.get("block_efficiency"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def winners(rows: list[dict]) -> list[str]:
+    """Per configuration: the exact rule with the highest mean E[tau | drafts], and its margin over SpecTr."""
+    lines = []
+    for key, group in itertools.groupby(rows, key=lambda r: (r["K"], r["L"], r["T"])):
+        exact = [r for r in group if r["exact"] and not math.isnan(r["expected_accepted"])]
+        if not exact:
+            continue
+        best = max(exact, key=lambda r: r["expected_accepted"])
+        margin = best.get("vs_spectr", {}).get("expected_accepted")
+        verdict = "" if margin is None or best["method"] == "spectr" else (
+            f"; over SpecTr {_cell(margin)}" + (" (outside the 95 % interval)" if margin[1] > 0 else " (not significant)"))
+        lines.append(f"* K = {key[0]}, L = {key[1]}, T = {key[2]}: {best['label']} ({best['expected_accepted']:.3f}){verdict}")
+    return lines
+
+
+def _without_nan(value):
+    """NaN (no theory line, one prompt) as JSON null."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _without_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_nan(v) for v in value]
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pair", default=DEFAULT_KEY, help=f"a key of spectr_gbv.pairs.PAIRS (default {DEFAULT_KEY})")
+    parser.add_argument("--prompts", type=int, default=120)
+    parser.add_argument("--drafts", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[2, 4, 6, 8])
+    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.4, 0.7, 1.0])
+    parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--out", default="assets/results/frontier")
+    args = parser.parse_args(argv)
+    unknown = [m for m in args.methods if m not in METHODS]
+    if unknown:
+        parser.error(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
+    started = time.perf_counter()
+    log = lambda line: print(f"[{time.perf_counter() - started:6.0f} s] {line}", file=sys.stderr, flush=True)  # noqa: E731
+    pair = get_pair(args.pair)
+    prompt_ids = [pair.encode(text) for text in prompt_texts(args.pair, args.prompts)]
+    rows = []
+    for K, L, T in itertools.product(args.drafts, args.lengths, args.temperatures):
+        rows += measure(pair, prompt_ids, args.methods, K, L, T, args.max_new_tokens, log)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = "python -m spectr_gbv.bench.frontier " + " ".join(sys.argv[1:] if argv is None else argv)
+    md = "\n\n".join([
+        f"Pair: {pair.info.label}; target {pair.target.name}, draft {pair.draft.name}; {args.prompts} prompts, "
+        f"{args.max_new_tokens} new tokens each; coupled (same drafts and draws for every rule; leader "
+        f"{leader_of(args.methods)}). Means over prompts; differences are paired per prompt, mean "
+        f"[95 % t-interval], bold where the interval excludes 0. Command: `{command.strip()}` "
+        f"({time.perf_counter() - started:.0f} s).",
+        markdown(rows),
+        "**Best exact rule by E[tau given drafts]**\n\n" + "\n".join(winners(rows)),
+    ])
+    (out / "frontier.md").write_text(md + "\n")
+    (out / "frontier.json").write_text(json.dumps(_without_nan({"pair": args.pair, "prompts": args.prompts,
+                                                                "max_new_tokens": args.max_new_tokens, "rows": rows}), indent=1))
+    print(md)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
