@@ -36,7 +36,8 @@ deterministic lambda keeps the rule exact (lambda depends only on the selected p
 real vocabularies get cheaper stand-ins where the note's choices would cost O(V log V) per
 node: a reduced LP (`mixture_weights`), an order that ranks only the likeliest proposals
 by ratio (`NodeOrder`), and "first" for alive counts of negligible posterior (`node_law`).
-On tables of at most 64 tokens all three coincide with the note.
+On tables of at most 64 tokens the order and the LP are the note's; the third applies at
+every size (posterior below 1e-6) and leaves every golden value unchanged.
 
 Phase 1 spends coins only where a choice is random (the component draw, seq's tests), so
 at K = 1 AS-BV draws exactly GBV's uniforms and returns GBV's outcomes.
