@@ -32,8 +32,8 @@ import torch
 from conftest import constant, dirichlet_model, mixture
 from spectr_gbv import generate
 from spectr_gbv.exact import enumerate_outcomes, fidelity_error, iteration_law, sequence_prob, verify_input_for
-from spectr_gbv.methods import METHODS, as_bv
-from spectr_gbv.randomness import TorchRandomness
+from spectr_gbv.methods import METHODS, VerifyInput, as_bv
+from spectr_gbv.randomness import ScriptedRandomness, TorchRandomness
 from spectr_gbv.toy import toy_pair
 
 Q2, P2 = (1 / 3, 2 / 3), (2 / 3, 1 / 3)
@@ -284,6 +284,19 @@ def test_reduced_lambda_lp_reaches_the_full_optimum_when_few_tokens_cross(monkey
         else:  # the chord under-estimates the tail: never better than the optimum
             assert value(reduced, s, cap) <= value(full, s, cap) + 1e-12
     assert checked >= 5
+
+
+def test_a_subnormal_draft_probability_shared_by_every_draft_is_accepted_without_nan():
+    """All K drafts carry a token of draft probability 5e-324: the posterior of K alive drafts
+    underflows to 0 (tiny^K), yet the K drafts are alive; the rule must still accept the
+    block (q gives it probability 1) and its theory line must be finite."""
+    tiny = 4.9e-324
+    draft = f64([[1.0, 0.0, 0.0], [1.0, tiny, 0.0], [1.0, 0.0, 0.0]])
+    target = f64([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    for K in (1, 3):
+        inp = VerifyInput.build(torch.tensor([[0, 1, 0]] * K), draft.expand(K, -1, -1), target.expand(K, -1, -1))
+        assert as_bv.verify(inp, ScriptedRandomness([0.0] * 40)).tokens == [0, 1, 0, 0]
+        assert as_bv.expected_accepted(inp) == pytest.approx(3.0)
 
 
 # ------------------------------------------------------------------------------- public API

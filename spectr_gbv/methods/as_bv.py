@@ -322,7 +322,7 @@ def select(law: NodeLaw, tokens: list[int], rng: Randomness) -> int:
     """Phase 1 line 6: draw a component from lambda[n], apply it to the candidates t_1..t_n."""
     if len(tokens) == 1:
         return tokens[0]  # every component picks the only candidate; no coin is spent
-    mixture = law.mixtures[len(tokens)]
+    mixture = law.mixtures.get(len(tokens), ONLY_FIRST)  # absent: the count's posterior underflowed to 0
     used = [r for r, w in enumerate(mixture) if w > 0]
     component = used[0] if len(used) == 1 else rng.sample(torch.tensor(mixture, dtype=torch.float64))
     if component == FIRST:
@@ -336,7 +336,7 @@ def select(law: NodeLaw, tokens: list[int], rng: Randomness) -> int:
 
 def selection_probs(law: NodeLaw, tokens: list[int]) -> dict[int, float]:
     """P(select y | the candidates t_1..t_n), for the theory line."""
-    lex, seq, first = law.mixtures[len(tokens)] if len(tokens) > 1 else ONLY_FIRST
+    lex, seq, first = law.mixtures.get(len(tokens), ONLY_FIRST) if len(tokens) > 1 else ONLY_FIRST
     if first == 1.0:
         return {tokens[0]: 1.0}
     top = law.order.top(tokens)
@@ -365,6 +365,8 @@ def child_alive_law(law: NodeLaw, y: int) -> dict[int, float]:
         for c in range(1, n + 1):
             mass[c] += weight * sum(w * joint[r][c] for r, w in enumerate(law.mixtures[n]))
     total = sum(mass.values())
+    if total <= 0:  # y's selection probability underflowed (a drafted token of probability ~1e-320)
+        return {1: 1.0}
     return {c: m / total for c, m in mass.items() if m > 0}
 
 
@@ -380,7 +382,9 @@ def phase_two_probs(inp: VerifyInput, draft: int, selected: torch.Tensor) -> tup
     """(omega, h) of GBV on the selected block X^(draft) with D (selected, [L, V]) for p."""
     tokens = inp.draft_tokens[draft]
     q = inp.target_probs[draft, :-1].gather(-1, tokens[:, None]).squeeze(-1)
-    d = selected.gather(-1, tokens[:, None]).squeeze(-1)
+    # D(y) > 0 for a selected token unless its probability underflowed; the floor keeps the
+    # log ratios finite (inf - inf would be NaN in block_weights).
+    d = selected.gather(-1, tokens[:, None]).squeeze(-1).clamp(min=torch.finfo(torch.float64).tiny)
     omega = block_weights((q[0] / d[0]).clamp(max=1.0), log_ratios(q[1:], d[1:]))
     return omega, block_accept_probs(omega, inp.target_probs[draft, 1:-1], selected[1:])
 
