@@ -107,6 +107,21 @@ calls. The number of tokens per target call is the **block efficiency**; it does
   depth first, and a rejected leaf hands its parent the block residual. It equals GBV at K = 1.
 * **AR**: the target alone, one token per call: the baseline for wall-clock speedup.
 
+## Which rule wins where, and why
+
+Every exact multi-draft rule does two jobs: it *chooses* which draft to believe, and it *verifies* that draft. Once the
+choice is made, GBV is the best possible verifier, so rules differ in how good their choice is and whether they then
+verify by block. SpecTr chooses well one token at a time but gives no block credit; AS-BV makes the choice explicitly,
+keeping as much target mass as it can at each level, then verifies by block against exactly what it chose. On the
+default pair at this app's default K = 2, L = 4, T = 0.7 (coupled: same drafts, same draws, 30 prompts) AS-BV expects
+0.667 accepted tokens per iteration, SpecTr-GBV 0.643 and SpecTr 0.614, and both gaps are outside their 95 % intervals:
+AS-BV is the default method.
+
+SpecTr-GBV does not choose up front: it tries whole drafts one after another and hands what is left of a failed attempt
+to the next. That hand-off can pay on long blocks with peaked, language-model-like distributions, where AS-BV's one-level
+look-ahead sees less. Traversal reduces to GBV on one draft and gains from extra drafts only through siblings tested
+after a rejection. The ordering is measured, not assumed: `python -m spectr_gbv.bench.frontier`.
+
 ## Why one method is labelled lossy
 
 The authors' released SpecTr-GBV verifier (`SpecTr-GBV as released (lossy)`) does **not** preserve the target
