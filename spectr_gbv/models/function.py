@@ -132,13 +132,12 @@ class FeatureReadingDraft:
         return FeatureReadingSession(self, list(prompt_ids))
 
 
-class FeatureReadingSession:
+class FeatureReadingSession(FunctionSession):
+    """A `FunctionSession` whose distributions come from the features it was handed."""
+
     def __init__(self, model: FeatureReadingDraft, context: list[int]):
-        self.model = model
-        self.context = context
+        super().__init__(model, context)
         self.features: list[torch.Tensor] = []
-        self.branches: list[list[int]] = []
-        self.forward_calls = 0
 
     def add_features(self, features: torch.Tensor) -> None:
         for row in features:
@@ -148,25 +147,12 @@ class FeatureReadingSession:
                 raise AssertionError(f"feature of position {t} is not the target's")
             self.features.append(row)
 
-    def _logits(self) -> torch.Tensor:
+    def _logits(self, contexts: list[list[int]]) -> torch.Tensor:
         self.forward_calls += 1
         if len(self.features) != len(self.context) - 1:
             raise RuntimeError(f"the draft has {len(self.features)} features for {len(self.context)} committed tokens")
         feature = self.features[-1]
-        return torch.stack([self.model.probs(feature, self.context + b) for b in self.branches]).log()
-
-    def branch_logits(self, num_branches: int) -> torch.Tensor:
-        self.branches = [[] for _ in range(num_branches)]
-        return self._logits()
-
-    def extend_branches(self, tokens: torch.Tensor) -> torch.Tensor:
-        for branch, token in zip(self.branches, tokens.tolist()):
-            branch.append(token)
-        return self._logits()
+        return torch.stack([self.model.probs(feature, c) for c in contexts]).log()
 
     def score(self, blocks: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("a feature-reading draft only drafts")
-
-    def commit(self, branch: int, tokens: Sequence[int]) -> None:
-        self.context = self.context + list(tokens)
-        self.branches = []
