@@ -15,23 +15,28 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported
+# Gradio notices a closed event stream when it next wakes up, at least every heartbeat: then a
+# request whose visitor left stops at its next budget tick (components.visitors).
+os.environ.setdefault("GRADIO_HEARTBEAT_INTERVAL", "2")
 
 from components import gpu  # first: it imports ZeroGPU's `spaces` (when present) before anything touches CUDA
 
 import contextlib
+import dataclasses
 import functools
+import html
 import logging
 from pathlib import Path
 
 import gradio as gr
 
-from components import figures
+from components import figures, visitors
 from components.about import about_markdown
 from components.grid import draft_grid_html
-from components.limits import LIMITS, Budget, check_prompt_tokens
+from components.limits import LIMITS, Budget, ClientGone, check_fits, check_prompt_tokens, fewest_iterations
 from components.settings import (
-    MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE, check_method, check_methods, check_prompt, number,
-    settings,
+    MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE, check_choice, check_flag, check_method, check_methods,
+    check_pair_key, check_prompt, number, settings, shown,
 )
 from components.text import LOSSY_NOTE, metrics_line, provenance_html, side_by_side_html
 from spectr_gbv import AUTOREGRESSIVE, METHODS
@@ -63,8 +68,7 @@ EXAMPLES = [
     [TWO_TOKEN_KEY, "A"],
 ]
 MAX_SWEEP_VALUES = 8
-CONCURRENCY_LIMIT = int(os.environ.get("SPECTR_GBV_CONCURRENCY", "2"))
-QUEUE_SIZE = int(os.environ.get("SPECTR_GBV_QUEUE_SIZE", "32"))
+MAX_UPLOAD_BYTES = 1  # the app has no file input: Gradio's upload route refuses anything bigger
 
 
 def user_errors(fn):
@@ -76,25 +80,25 @@ def user_errors(fn):
     if _is_generator(fn):
         @functools.wraps(fn)
         def generator_wrapper(*args, **kwargs):
-            with _as_user_error():
+            with _as_user_error(fn.__name__):
                 yield from fn(*args, **kwargs)
         return generator_wrapper
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        with _as_user_error():
+        with _as_user_error(fn.__name__):
             return fn(*args, **kwargs)
     return wrapper
 
 
 @contextlib.contextmanager
-def _as_user_error():
+def _as_user_error(handler: str = "request"):
     try:
         yield
     except gr.Error:
         raise
     except Exception as error:  # noqa: BLE001 - every fault becomes a message
-        raise translate_error(error) from error
+        raise translate_error(error, handler) from None  # the log has what an operator needs (see translate_error)
 
 
 def _is_out_of_memory(error: BaseException) -> bool:
@@ -105,16 +109,33 @@ def _is_out_of_memory(error: BaseException) -> bool:
         isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text))
 
 
-def translate_error(error: BaseException) -> gr.Error:
+def translate_error(error: BaseException, handler: str = "request") -> gr.Error:
+    """The user's message (plain text) and one log line; a traceback only for a real internal error."""
+    if isinstance(error, ClientGone):  # nobody reads the message: the log says why the work stopped
+        LOG.info("%s stopped: %s", handler, error)
+        return user_error(str(error))
     if isinstance(error, ValueError):  # the library's and the settings' own messages: made for users
-        return gr.Error(str(error))
+        LOG.info("%s refused: %s", handler, _plain(str(error)))
+        return user_error(str(error))
     if _is_out_of_memory(error):
+        LOG.warning("%s ran out of memory: %s", handler, _plain(str(error)))
         _release_memory()
-        return gr.Error("out of memory: lower K, L, max new tokens or the number of runs, and try again")
-    LOG.exception("internal error in a request")
+        return user_error("out of memory: lower K, L, max new tokens or the number of runs, and try again")
+    LOG.error("internal error in %s", handler, exc_info=error)
     _release_memory()
-    return gr.Error(f"internal error ({type(error).__name__}: {error}); the server is fine: try other settings, "
-                    "and report it if it persists")
+    return user_error(f"internal error ({type(error).__name__}: {error}); the server is fine: try other settings, "
+                      "and report it if it persists")
+
+
+def user_error(message: str) -> gr.Error:
+    """A toast that shows the message as text: Gradio renders a gr.Error's message as HTML, so
+    markup from the input is escaped, and nothing is printed (the caller logs one line)."""
+    return gr.Error(html.escape(_plain(message), quote=False), print_exception=False)
+
+
+def _plain(text: str) -> str:
+    """Text a log line and JSON can carry: a lone surrogate from the input becomes its escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _is_generator(fn) -> bool:
@@ -134,7 +155,7 @@ def _release_memory() -> None:
 
 
 def _prepare(pair_key, prompt):
-    pair = get_pair(pair_key, allow_custom=LIMITS.allow_any_model)
+    pair = get_pair(check_pair_key(pair_key), allow_custom=LIMITS.allow_any_model)
     prompt_ids = pair.encode(check_prompt(prompt))
     check_prompt_tokens(len(prompt_ids))
     return pair, prompt_ids
@@ -182,6 +203,7 @@ def _display_strings(record: RunRecord, token_text) -> dict[int, str]:
     return dict(zip(ordered, token_text(ordered)))
 
 
+@visitors.served(translate_error)
 @gpu.on_gpu(gpu.generate_cost)
 @user_errors
 def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed,
@@ -221,14 +243,18 @@ def step_iteration(state, index, delta):
 # ------------------------------------------------------------------------------------- Compare
 
 
+@visitors.served(translate_error)
 @gpu.on_gpu(gpu.compare_cost)
 @user_errors
 def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed, coupled,
             progress=gr.Progress()):
     """Every selected method on the same prompt and settings; AR timed in the same request."""
     pair, prompt_ids = _prepare(pair_key, prompt)
-    methods = check_methods(methods)
+    methods, coupled = check_methods(methods), check_flag("coupled", coupled)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
+    ar_runs, drafted_runs = (1 if pair.words else 2), len(methods) + coupled
+    _check_fits(pair, [(ar_runs, 0), (drafted_runs, base.draft_length)], base.max_new_tokens,
+                f"{ar_runs + drafted_runs} runs of {base.max_new_tokens} tokens")
     tick = _ticker(Budget())
     progress(0, desc="AR baseline")
     ar = generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False), tick)
@@ -289,12 +315,19 @@ def _ticker(budget: Budget):
     return lambda _record: budget.tick()
 
 
+def _check_fits(pair, runs: list[tuple[int, int]], tokens: int, what: str, extra: int = 0) -> None:
+    """Refuse up front what cannot fit: `runs` is (how many, L; 0 for AR) runs of `tokens` tokens each."""
+    early = pair.target.eos_token_id is not None
+    check_fits(sum(n * fewest_iterations(tokens, length, early) for n, length in runs) + extra, what)
+
+
 # --------------------------------------------------------------------------------------- Sweep
 
 
 def parse_values(axis: str, text) -> list[float]:
-    if axis not in AXES:
-        raise ValueError(f"sweep axis must be one of {', '.join(AXES)}, got {axis!r}")
+    check_choice("the sweep axis", axis, AXES)
+    if not isinstance(text, (str, int, float)) or isinstance(text, bool):
+        raise ValueError(f"the sweep values must be text such as '1, 2, 4', got {type(text).__name__} {shown(text)}")
     parts = [p for p in str(text or "").replace(";", ",").replace(" ", ",").split(",") if p]
     if not parts:
         raise ValueError("give the values to sweep, for example 1, 2, 4, 8")
@@ -305,6 +338,7 @@ def parse_values(axis: str, text) -> list[float]:
     return [number(f"sweep value for {axis}", p, low, high, integer) for p in parts]
 
 
+@visitors.served(translate_error)
 @gpu.on_gpu(gpu.sweep_cost)
 @user_errors
 def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed):
@@ -319,6 +353,9 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
         if axis in ("K", "L"):
             settings(value if axis == "K" else num_drafts, value if axis == "L" else draft_length, temperature,
                      max_new_tokens, seed)
+    lengths = swept if axis == "L" else [base.draft_length] * len(swept)
+    _check_fits(pair, [(len(set(swept)) if axis == "T" else 1, 0)] + [(len(methods), int(v)) for v in lengths],
+                base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values and AR, {base.max_new_tokens} tokens each")
     rows = sweep(pair.target, pair.draft, prompt_ids, methods, axis, swept, base.config(methods[0]),
                  on_iteration=_ticker(Budget()))
     efficiency, speed = figures.sweep_figures(rows, timed=not pair.words)
@@ -328,6 +365,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
 # ------------------------------------------------------------------------------------ Fidelity
 
 
+@visitors.served(translate_error)
 @gpu.on_gpu(gpu.fidelity_cost)
 @user_errors
 def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens):
@@ -338,8 +376,11 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
     variable = "SPECTR_GBV_MAX_FIDELITY_RUNS" + ("" if pair.words else "_LLM")
     runs = number(f"number of runs N (this server's limit for this pair: {variable})", num_runs, 10, most)
     tokens = number("tokens per run", num_tokens, 1, 3)
+    _check_fits(pair, [(runs, 0 if method == AUTOREGRESSIVE else base.draft_length)], tokens,
+                f"{runs} runs of {tokens} tokens, then the exact law", extra=1)
+    budget = _ticker(Budget())  # both phases: the runs, then the exact law's scoring calls
     result = fidelity(pair.target, _draft_for(pair, method), prompt_ids, base.config(method, with_theory=False), runs, tokens,
-                      on_iteration=_ticker(Budget()))
+                      on_iteration=budget, on_scoring=budget)
     outcome_text = [" ".join(repr(t)[1:-1] if t.strip() != t else t for t in pair.token_text(list(r.outcome)))
                     for r in result.rows]
     data = result.summary() | {"pair": pair.info.key, "outcomes": [
@@ -356,7 +397,7 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
         gr.Markdown("# SpecTr-GBV Explorer\nSpeculative decoding, one iteration at a time: "
                     "SD, RRS, SpecTr, GBV and SpecTr-GBV on real models, side by side.")
         gr.Markdown(LOSSY_NOTE, elem_classes=["lossy-note"])
-        run_state = gr.State(None)
+        run_state = gr.State(None, time_to_live=LIMITS.state_seconds)
         with gr.Sidebar(open=True, width=320):
             pair = gr.Dropdown(PAIR_CHOICES, value=default_pair, label="Model pair",
                                allow_custom_value=LIMITS.allow_any_model,
@@ -431,11 +472,13 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                 gr.Markdown(about_markdown())
 
         settings_inputs = [num_drafts, draft_length, temperature, max_new_tokens, seed]
+        # The public events skip Gradio's preprocessing (preprocess=False): a value of any type
+        # reaches components.settings, whose messages name the setting (Gradio's would be "Error").
         explorer_outputs = [grid, distribution, iteration_json]
         generating = generate_button.click(
             generate_stream, [pair, prompt, method, *settings_inputs],
             [output, metrics_md, metrics, run_state, iteration, *explorer_outputs],
-            api_name="generate", concurrency_id="models",
+            api_name="generate", concurrency_id="models", preprocess=False,
         )
         # Stop cancels this session's streaming run only; the session stays usable.
         stop_button.click(None, cancels=[generating], api_visibility="private")
@@ -447,15 +490,15 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
         compare_button.click(
             compare, [pair, prompt, methods, *settings_inputs, coupled],
             [side_by_side, efficiency_plot, histogram_plot, position_plot, calls_plot, speedup_plot, theory_plot, compare_json],
-            api_name="compare", concurrency_id="models",
+            api_name="compare", concurrency_id="models", preprocess=False,
         )
         sweep_button.click(
             run_sweep, [pair, prompt, methods, axis, values, *settings_inputs], [sweep_efficiency, sweep_speed, sweep_json],
-            api_name="sweep", concurrency_id="models",
+            api_name="sweep", concurrency_id="models", preprocess=False,
         )
         fidelity_button.click(
             run_fidelity, [pair, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens],
-            [fidelity_plot, fidelity_json], api_name="fidelity", concurrency_id="models",
+            [fidelity_plot, fidelity_json], api_name="fidelity", concurrency_id="models", preprocess=False,
         )
     return demo
 
@@ -463,6 +506,7 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
 EXAMPLE_SETTINGS = {"num_drafts": 4, "draft_length": 4, "temperature": 0.7, "max_new_tokens": 40, "seed": 0}
 
 
+@visitors.served(translate_error)  # a first, uncached example runs the model: it waits its turn
 @gpu.on_gpu(lambda pair_key, prompt: gpu.generate_cost(pair_key, prompt, "spectr_gbv", **EXAMPLE_SETTINGS))
 @user_errors
 def example_run(pair_key, prompt):
@@ -472,11 +516,21 @@ def example_run(pair_key, prompt):
     return provenance_html(record, pair.token_text), metrics_line(record)
 
 
-def launch(demo: gr.Blocks, concurrency: int = CONCURRENCY_LIMIT, queue_size: int = QUEUE_SIZE, **kwargs):
-    """Queue (at most `concurrency` model runs at once, a waiting line of `queue_size`), then serve."""
-    return demo.queue(default_concurrency_limit=concurrency, max_size=queue_size).launch(
+def launch(demo: gr.Blocks, concurrency: int | None = None, queue_size: int | None = None,
+           fairness: visitors.Fairness | None = None, **kwargs):
+    """Serve, with at most `concurrency` model runs at once and `queue_size` waiting (components.visitors).
+
+    Gradio's queue starts every request at once (a worker per slot and waiting place of the
+    lines), and the lines decide whose turn it is. Memory is bounded: at most LIMITS.sessions
+    sessions keep state, a run state lives LIMITS.state_seconds, uploads are refused, and
+    /monitoring is off unless the operator turns it on."""
+    fair = fairness or visitors.FAIR
+    fair = visitors.configure(dataclasses.replace(fair, model_slots=concurrency or fair.model_slots,
+                                                  model_waiting=queue_size or fair.model_waiting))
+    return demo.queue(default_concurrency_limit=fair.gradio_workers, max_size=fair.gradio_workers).launch(
         theme=gr.themes.Soft(), css_paths=[ASSETS / "app.css"], footer_links=["api", "gradio"],
-        allowed_paths=[], **kwargs)
+        allowed_paths=[], max_file_size=MAX_UPLOAD_BYTES, state_session_capacity=LIMITS.sessions,
+        enable_monitoring=LIMITS.monitoring, max_threads=fair.gradio_workers + 8, **kwargs)
 
 
 # On ZeroGPU the default pair is loaded (onto cuda) now, for ZeroGPU to pack and hand to its GPU workers.

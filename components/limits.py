@@ -2,8 +2,10 @@
 
 Every limit is read from an environment variable once, at import (documented in the
 README). A request over a limit is refused up front with a message naming the limit and
-the variable; a request that runs past its wall-time budget is stopped between two
-decoding iterations with the same kind of message.
+the variable, and so is one whose settings cannot fit the iteration budget however the run
+goes (`check_fits`); a request that runs past its wall-time budget is stopped between two
+steps of work (decoding iterations, scoring calls) with the same kind of message, and one
+whose visitor has gone (the connection closed) is stopped there too (`ClientGone`).
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import math
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 
 def _env_int(name: str, default: int) -> int:
@@ -40,6 +44,9 @@ class Limits:
     fidelity_runs_llm: int  # N on real models
     hub_pairs: int  # hub pairs kept in memory at once
     allow_any_model: bool  # accept "target, draft" hub ids or local paths typed into the pair box
+    sessions: int = 200  # sessions whose state is kept (Gradio's state_session_capacity): memory
+    state_seconds: int = 1800  # how long a session keeps its last run for the explorer
+    monitoring: bool = False  # Gradio's /monitoring page (public when on)
 
     @classmethod
     def from_env(cls) -> "Limits":
@@ -54,6 +61,9 @@ class Limits:
             fidelity_runs_llm=_env_int("SPECTR_GBV_MAX_FIDELITY_RUNS_LLM", 300),
             hub_pairs=_env_int("SPECTR_GBV_MAX_HUB_PAIRS", 1),
             allow_any_model=os.environ.get("SPECTR_GBV_ALLOW_ANY_MODEL", "").lower() in ("1", "true", "yes"),
+            sessions=_env_int("SPECTR_GBV_MAX_SESSIONS", 200),
+            state_seconds=_env_int("SPECTR_GBV_STATE_SECONDS", 1800),
+            monitoring=os.environ.get("SPECTR_GBV_MONITORING", "").lower() in ("1", "true", "yes"),
         )
 
 
@@ -96,8 +106,48 @@ def gpu_call(seconds: float, started: float):
         _GPU_CALL.reset(token)
 
 
+def fewest_iterations(tokens: int, draft_length: int = 0, can_stop_early: bool = True) -> int:
+    """The fewest decoding iterations a run of `tokens` new tokens can take: an iteration emits at most
+    draft_length + 1 tokens (1 for plain AR), and a model with an end-of-text token may stop after one."""
+    return 1 if can_stop_early else math.ceil(tokens / (draft_length + 1))
+
+
+def check_fits(iterations: int, what: str, limits: Limits | None = None) -> None:
+    """Refuse, before any work, a request that needs at least `iterations` steps when fewer are allowed."""
+    limits = limits or LIMITS
+    if iterations > limits.iterations:
+        raise ValueError(
+            f"this request needs at least {iterations} decoding iterations ({what}), over this server's limit of "
+            f"{limits.iterations} (SPECTR_GBV_MAX_ITERATIONS), so it was not started: fewer runs, tokens, methods or "
+            "values, or a longer L"
+        )
+
+
+class ClientGone(Exception):
+    """The visitor who sent the request has gone: the work stops, and nobody reads the message."""
+
+
+# Whether the request's visitor is still connected (components.visitors sets it around a handler's
+# work); a Budget made inside checks it at every tick.
+_CLIENT_ALIVE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar("spectr_gbv_client",
+                                                                                           default=None)
+
+
+@contextlib.contextmanager
+def watching_client(alive: Callable[[], bool] | None):
+    """Within this block, a new Budget stops its request (ClientGone) once `alive()` is false."""
+    token = _CLIENT_ALIVE.set(alive)
+    try:
+        yield
+    finally:
+        _CLIENT_ALIVE.reset(token)
+
+
 class Budget:
-    """Wall time and iterations left to one request; `tick()` between decoding iterations."""
+    """Wall time and iterations left to one request; `tick()` between steps of work.
+
+    A step is a decoding iteration or one scoring call of fidelity's exact law; a tick also
+    stops the request when its visitor has gone (see `watching_client`)."""
 
     def __init__(self, limits: Limits | None = None):
         self.limits = limits = limits or LIMITS
@@ -105,9 +155,12 @@ class Budget:
         self.gpu_seconds = None  # set when the GPU time asked for ends first
         if (gpu := _GPU_CALL.get()) is not None and gpu[0] < self.deadline:
             self.deadline, self.gpu_seconds = gpu
+        self.client_alive = _CLIENT_ALIVE.get()
         self.iterations = 0
 
     def tick(self, iterations: int = 1) -> None:
+        if self.client_alive is not None and not self.client_alive():
+            raise ClientGone(f"the visitor left; the request was stopped after {self.iterations} steps")
         self.iterations += iterations
         if self.iterations > self.limits.iterations:
             raise ValueError(

@@ -66,12 +66,18 @@ class FidelityResult:
 
 
 def exact_prefix_law(target: LanguageModel, prompt_ids: Sequence[int], outcomes: Sequence[tuple[int, ...]],
-                     config: DecodeConfig) -> dict[tuple[int, ...], float]:
-    """The target's exact probability of each outcome (a token tuple, possibly cut at EOS)."""
+                     config: DecodeConfig, on_scoring: Callable[[tuple[int, ...]], None] | None = None
+                     ) -> dict[tuple[int, ...], float]:
+    """The target's exact probability of each outcome (a token tuple, possibly cut at EOS).
+
+    `on_scoring(prefix)`, if given, is called before each scoring call (one per distinct
+    prefix): a caller's budget, which may raise to stop the computation."""
     conditionals: dict[tuple[int, ...], torch.Tensor] = {}
 
     def q(prefix: tuple[int, ...]) -> torch.Tensor:
         if prefix not in conditionals:
+            if on_scoring is not None:
+                on_scoring(prefix)
             logits = target.start([*prompt_ids, *prefix]).branch_logits(1)
             conditionals[prefix] = logits_to_probs(logits, config.temperature, config.top_k, config.top_p)[0].double().cpu()
         return conditionals[prefix]
@@ -95,10 +101,13 @@ def _noise_tv_95(exact: np.ndarray, num_runs: int, seed: int = 0) -> float:
 
 
 def fidelity(target: LanguageModel, draft: LanguageModel | None, prompt_ids: Sequence[int], config: DecodeConfig,
-             num_runs: int, num_tokens: int, on_iteration: Callable | None = None) -> FidelityResult:
+             num_runs: int, num_tokens: int, on_iteration: Callable | None = None,
+             on_scoring: Callable[[tuple[int, ...]], None] | None = None) -> FidelityResult:
     """Run `config.method` num_runs times (seeds 0..N-1) for num_tokens tokens and compare laws.
 
-    `on_iteration` is handed to every `generate` call (a caller's time budget)."""
+    `on_iteration` is handed to every `generate` call and `on_scoring` to the exact law's
+    scoring calls (a caller's budget: both phases are bounded by it). The statistics after
+    them cost O(N) and are not ticked."""
     if num_runs < 1 or num_tokens < 1:
         raise ValueError(f"fidelity needs at least one run and one token, got N={num_runs}, n={num_tokens}")
     samples = []
@@ -107,7 +116,7 @@ def fidelity(target: LanguageModel, draft: LanguageModel | None, prompt_ids: Seq
                                  replace(config, max_new_tokens=num_tokens, seed=seed, with_theory=False), on_iteration)
         samples.append(tuple(record.tokens))
     counts = Counter(samples)
-    law = exact_prefix_law(target, prompt_ids, list(counts), config)
+    law = exact_prefix_law(target, prompt_ids, list(counts), config, on_scoring)
     observed = sorted(counts, key=lambda o: -law[o])
     unobserved = max(0.0, 1.0 - sum(law.values()))
     exact = np.array([law[o] for o in observed] + [unobserved])

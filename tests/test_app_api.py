@@ -78,12 +78,12 @@ def test_one_call_on_the_offline_default_pair(client):
     [
         (("toy", "", "spectr_gbv", *SETTINGS), "prompt is empty"),
         (("toy", "the zebra", "spectr_gbv", *SETTINGS), "zebra"),
-        (("toy", "the", "spectr_gbv", 0, 4, 0.8, 20, 1), "less than minimum value 1"),  # gradio checks sliders first
-        (("toy", "the", "spectr_gbv", 3, 17, 0.8, 20, 1), "greater than maximum value 16"),
-        (("toy", "the", "spectr_gbv", 3, 4, 9.0, 20, 1), "greater than maximum value 1.5"),
-        (("toy", "the", "spectr_gbv", 3, 4, 0.8, 20, -5), "less than minimum value 0"),
-        (("toy", "the", "no_such_method", *SETTINGS), "not in the list of choices"),
-        (("no-such-pair", "the", "spectr_gbv", *SETTINGS), "not in the list of choices"),
+        (("toy", "the", "spectr_gbv", 0, 4, 0.8, 20, 1), "K \\(drafts\\) must be in \\[1, 8\\], got 0"),  # the app's words, not Gradio's
+        (("toy", "the", "spectr_gbv", 3, 17, 0.8, 20, 1), "L \\(draft length\\) must be in \\[1, 16\\], got 17"),
+        (("toy", "the", "spectr_gbv", 3, 4, 9.0, 20, 1), "T \\(temperature\\) must be in \\[0, 1.5\\], got 9.0"),
+        (("toy", "the", "spectr_gbv", 3, 4, 0.8, 20, -5), "seed must be in \\[0, 2147483647\\], got -5"),
+        (("toy", "the", "no_such_method", *SETTINGS), "unknown method 'no_such_method'"),
+        (("no-such-pair", "the", "spectr_gbv", *SETTINGS), "unknown model pair 'no-such-pair'"),
         (("toy", "the " * 2000, "spectr_gbv", *SETTINGS), "prompt is too long"),
     ],
 )

@@ -6,17 +6,23 @@ fails or hangs, and at least the first waiting line's worth succeeds.
 
 from __future__ import annotations
 
+import dataclasses
+
 from app_server import running_app
+from components.visitors import FAIR
 from load_test import run_load
 
 REQUESTS, QUEUE_SIZE, WALL_BOUND_S = 24, 16, 420
 
 
 def test_concurrent_mixed_requests_all_end_correctly_or_busy():
-    with running_app(queue={"queue_size": QUEUE_SIZE, "concurrency": 2}) as url:
+    one_proxy = dataclasses.replace(FAIR, proxy_hops=1)  # every client is its own visitor (X-Forwarded-For)
+    with running_app(queue={"queue_size": QUEUE_SIZE, "concurrency": 2, "fairness": one_proxy}) as url:
         report = run_load(url, REQUESTS)
     assert report["failed"] == [], report["failed"]
     assert report["ok"] + report["busy"] == REQUESTS
     assert report["ok"] >= QUEUE_SIZE  # the waiting line's worth is served
     assert report["wall_s"] < WALL_BOUND_S
     assert set(report["by_endpoint"]) == {"/generate", "/compare", "/sweep", "/fidelity"}
+    teaching = report["latency_by_pair_kind"]["teaching"]
+    assert teaching["ok"] >= 16 and teaching["p50_s"] <= teaching["p95_s"]
