@@ -312,10 +312,30 @@ def node_law(target: torch.Tensor, draft: torch.Tensor, alive_law: dict[int, flo
     comps, mixtures = {}, {n: ONLY_FIRST for n in alive_law if n >= 2}
     for n in busy:
         comps[n] = components(target, draft, order, below_draft, n)
-        mixtures[n] = mixture_weights(comps[n].marginals, omega * target)
+        mixtures[n] = _prefer_first(comps[n].marginals, omega * target, mixture_weights(comps[n].marginals, omega * target))
         weights = torch.tensor(mixtures[n], dtype=torch.float64, device=draft.device)
         selected = selected + alive_law[n] * (weights @ comps[n].marginals)
     return NodeLaw(draft, order, below_draft, alive_law, comps, mixtures, selected)
+
+
+def _prefer_first(marginals: torch.Tensor, cap: torch.Tensor, weights: tuple[float, float, float]) -> tuple[float, float, float]:
+    """"first" where it does as well as the solver's lambda, to the solver's precision.
+
+    F(first) = sum_x min(p(x), cap(x)); when it is within FIRST_TOLERANCE of F(lambda), the two
+    are tied as far as the LP can tell, and "first" keeps D = p at this node. Without this,
+    a draft probability far below the solver's tolerance (1e-240, found by hypothesis) let
+    HiGHS return "lex" for target == draft, whose law is not p, and a block that should be
+    accepted whole was not. Exactness holds for any lambda; this is about acceptance only."""
+    if weights == ONLY_FIRST:
+        return weights
+    mixed = torch.tensor(weights, dtype=torch.float64, device=marginals.device) @ marginals
+    value = torch.minimum(mixed, cap).sum()
+    first = torch.minimum(marginals[FIRST], cap).sum()
+    return ONLY_FIRST if bool(first >= value - FIRST_TOLERANCE) else weights
+
+
+# Below this, a difference of the node objective is the LP solver's noise, not a preference.
+FIRST_TOLERANCE = 1e-12
 
 
 def select(law: NodeLaw, tokens: list[int], rng: Randomness) -> int:
