@@ -403,8 +403,10 @@ def phase_two_probs(inp: VerifyInput, draft: int, selected: torch.Tensor) -> tup
     tokens = inp.draft_tokens[draft]
     q = inp.target_probs[draft, :-1].gather(-1, tokens[:, None]).squeeze(-1)
     # D(y) > 0 for a selected token unless its probability underflowed; the floor keeps the
-    # log ratios finite (inf - inf would be NaN in block_weights).
-    d = selected.gather(-1, tokens[:, None]).squeeze(-1).clamp(min=torch.finfo(torch.float64).tiny)
+    # log ratios finite (inf - inf would be NaN in block_weights). It is the smallest subnormal,
+    # not the smallest normal: a drafted token of probability 5e-324 must keep q/D = 1 when
+    # target == draft (found by hypothesis).
+    d = selected.gather(-1, tokens[:, None]).squeeze(-1).clamp(min=math.ulp(0.0))
     omega = block_weights((q[0] / d[0]).clamp(max=1.0), log_ratios(q[1:], d[1:]))
     return omega, block_accept_probs(omega, inp.target_probs[draft, 1:-1], selected[1:])
 
