@@ -28,17 +28,7 @@ from spectr_gbv import toy
 from spectr_gbv.fidelity import fidelity
 from spectr_gbv.models.function import FunctionModel
 from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, Pair, get_pair
-
-
-@pytest.fixture
-def limits(monkeypatch):
-    def apply(**changes):
-        new = dataclasses.replace(limits_module.LIMITS, **changes)
-        monkeypatch.setattr(limits_module, "LIMITS", new)
-        monkeypatch.setattr(app, "LIMITS", new)
-        return new
-
-    return apply
+from test_limits_and_faults import limits  # noqa: F401  (the fixture: one server's limits swapped for a test)
 
 
 # -------------------------------------------------------------- budgets, phase by phase

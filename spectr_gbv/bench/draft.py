@@ -49,9 +49,7 @@ def feature_draft_first_logits(target, draft, prompt_ids: list[int], continuatio
         tokens = torch.tensor(ids[1:], device=target.device)
         start = len(prompt_ids) - 2  # the entry that drafts continuation token 0
         g = draft.head.unrolled(features, draft.embedding[tokens], 1, start)[0][: len(continuation)]
-        logits = torch.full((g.shape[0], draft.vocab_size), float("-inf"), device=g.device)
-        logits[:, draft.output_token_ids] = (g @ draft.output_head.T).float()
-    return logits
+        return draft.logits(g)
 
 
 def _sync() -> None:

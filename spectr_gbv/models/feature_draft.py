@@ -35,6 +35,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from ..probs import restricted_head_logits
+
 WEIGHTS_FILE = "feature_draft.safetensors"
 META_FILE = "feature_draft.json"
 
@@ -265,6 +267,10 @@ class FeatureDraftModel:
         self.name = name
         self.max_positions = max_positions
 
+    def logits(self, g: torch.Tensor) -> torch.Tensor:
+        """Predicted features [..., H] -> logits over the full vocabulary (restricted head)."""
+        return restricted_head_logits(g, self.output_head, self.output_token_ids, self.vocab_size)
+
     def start(self, prompt_ids: Sequence[int]) -> "FeatureDraftSession":
         return FeatureDraftSession(self, list(prompt_ids))
 
@@ -288,12 +294,6 @@ class FeatureDraftSession:
         if features.shape[0]:
             self.features.append(features.to(self.model.device, self.model.embedding.dtype))
             self.feature_count += features.shape[0]
-
-    def _logits(self, g: torch.Tensor) -> torch.Tensor:
-        model = self.model
-        logits = torch.full((*g.shape[:-1], model.vocab_size), float("-inf"), device=g.device)
-        logits[..., model.output_token_ids] = (g @ model.output_head.T).float()
-        return logits
 
     @torch.inference_mode()
     def branch_logits(self, num_branches: int) -> torch.Tensor:
@@ -323,7 +323,7 @@ class FeatureDraftSession:
         self.forward_calls += 1
         self.last_feature = g.expand(num_branches, -1)
         self.branch_keys = self.branch_values = None
-        return self._logits(g).expand(num_branches, -1)
+        return self.model.logits(g).expand(num_branches, -1)
 
     @torch.inference_mode()
     def extend_branches(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -339,7 +339,7 @@ class FeatureDraftSession:
         g = head.finish(x, head.attend(q, keys, values, None))[:, 0]
         self.last_feature = g
         self.forward_calls += 1
-        return self._logits(g)
+        return self.model.logits(g)
 
     def score(self, blocks: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("a feature-conditioned draft only drafts; the target scores")

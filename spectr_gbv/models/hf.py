@@ -32,6 +32,7 @@ from typing import Sequence
 
 import torch
 
+from ..probs import restricted_head_logits
 from ..trie import DraftTrie
 
 DEFAULT = "default"
@@ -311,6 +312,15 @@ class HFModel:
         return HFSession(self, list(prompt_ids))
 
 
+def _cached_prefix(fed: list[int], tokens: list[int]) -> int:
+    """How many of the emitted tokens the row already holds in its cache: their longest common
+    prefix, but always leaving one token pending (the next forward needs an input)."""
+    keep = 0
+    while keep < min(len(fed), len(tokens) - 1) and fed[keep] == tokens[keep]:
+        keep += 1
+    return keep
+
+
 class HFSession:
     """One sequence being decoded, with a DynamicCache.
 
@@ -351,9 +361,7 @@ class HFSession:
         model = self.model
         if model.output_token_ids is None:
             return model.model.get_output_embeddings()(hidden)[..., : model.vocab_size].float()
-        logits = torch.full((*hidden.shape[:-1], model.vocab_size), float("-inf"), device=hidden.device)
-        logits[..., model.output_token_ids] = (hidden @ model.output_head.T).float()
-        return logits
+        return restricted_head_logits(hidden, model.output_head, model.output_token_ids, model.vocab_size)
 
     @torch.inference_mode()
     def _forward(self, input_ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
@@ -427,9 +435,7 @@ class HFSession:
     def _commit_trie(self, branch: int, tokens: list[int]) -> list[int]:
         trie, base = self.trie, self.cached
         path = trie.node_of[branch]
-        keep = 0  # the accepted prefix, leaving one token pending (the next forward's input)
-        while keep < min(len(path), len(tokens) - 1) and trie.tokens[path[keep]] == tokens[keep]:
-            keep += 1
+        keep = _cached_prefix([trie.tokens[node] for node in path], tokens)
         nodes = path[:keep]
         if nodes != list(range(keep)):  # move the path's entries to the front of the trie's slots
             source = torch.tensor([base + i for i in nodes], device=self.model.device)
@@ -452,11 +458,7 @@ class HFSession:
             tokens = self._commit_trie(branch, tokens)
         elif self.branch_tokens is not None:
             fed = self.branch_tokens[branch].tolist()
-            keep = 0
-            # The longest prefix of the emitted tokens already in this row's cache, but always
-            # leave one token pending: the next forward needs an input to produce logits.
-            while keep < min(len(fed), len(tokens) - 1) and fed[keep] == tokens[keep]:
-                keep += 1
+            keep = _cached_prefix(fed, tokens)
             self.cache.batch_select_indices(torch.tensor([branch], device=self.model.device))
             surplus = len(fed) - keep
             if surplus > 0:
