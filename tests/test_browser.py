@@ -8,60 +8,11 @@ images to assets/screenshots), else to a temporary folder.
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
-
-import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
-
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-TIMEOUT = 90
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
-        pytest.fail("Debian's chromium and chromium-driver are missing: `make test` installs them (apt-get)")
-    options = Options()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1500,1800"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    yield driver
-    driver.quit()
-
-
-@pytest.fixture
-def screenshots(tmp_path) -> Path:
-    folder = Path(os.environ.get("SPECTR_GBV_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def count(driver, css: str) -> int:
-    return len(driver.find_elements(By.CSS_SELECTOR, css))
-
-
-def wait_for(driver, css: str, at_least: int = 1):
-    WebDriverWait(driver, TIMEOUT).until(lambda d: count(d, css) >= at_least, message=f"waiting for {at_least} x {css}")
-
-
-def scroll_to(driver, css: str) -> None:
-    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", driver.find_element(By.CSS_SELECTOR, css))
-
-
-def open_tab(driver, name: str) -> None:
-    tab = WebDriverWait(driver, TIMEOUT).until(
-        lambda d: next((b for b in d.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == name), None),
-        message=f"tab {name}")
-    tab.click()
+from browser_kit import TIMEOUT, browser, count, open_tab, screenshots, scroll_to, wait_for  # noqa: F401
 
 
 def test_generate_explore_and_compare_in_a_real_browser(browser, screenshots):

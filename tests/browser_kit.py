@@ -1,0 +1,70 @@
+"""What every browser test shares: Debian's headless Chromium driven by Selenium, and small waits.
+
+Import the fixtures into a test module with `from browser_kit import browser, screenshots  # noqa: F401`;
+`browser` opens a window of WINDOW (1440x900); a test that needs another size calls `resize(driver, w, h)`.
+Screenshots go to $SPECTR_GBV_SCREENSHOTS when set (`make screenshots`), else to a temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+TIMEOUT = 90
+WINDOW = (1440, 900)
+NARROW = (800, 1000)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+        pytest.fail("Debian's chromium and chromium-driver are missing: `make test` installs them (apt-get)")
+    options = Options()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", f"--window-size={WINDOW[0]},{WINDOW[1]}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def screenshots(tmp_path) -> Path:
+    folder = Path(os.environ.get("SPECTR_GBV_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def count(driver, css: str) -> int:
+    return len(driver.find_elements(By.CSS_SELECTOR, css))
+
+
+def wait_for(driver, css: str, at_least: int = 1):
+    WebDriverWait(driver, TIMEOUT).until(lambda d: count(d, css) >= at_least, message=f"waiting for {at_least} x {css}")
+
+
+def scroll_to(driver, css: str) -> None:
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", driver.find_element(By.CSS_SELECTOR, css))
+
+
+def open_tab(driver, name: str) -> None:
+    tab = WebDriverWait(driver, TIMEOUT).until(
+        lambda d: next((b for b in d.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == name), None),
+        message=f"tab {name}")
+    tab.click()
+
+
+def resize(driver, width: int, height: int) -> None:
+    """The viewport (the page's inner size), not the outer window, set to width x height."""
+    driver.set_window_size(width, height)
+    inner = driver.execute_script("return [window.innerWidth, window.innerHeight];")
+    driver.set_window_size(2 * width - inner[0], 2 * height - inner[1])
