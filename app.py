@@ -444,13 +444,13 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                                           info="Isolates the rule from sampling noise (charts); the texts and speedups are independent runs.")
                     compare_button = gr.Button("Compare", variant="primary", elem_id="compare-button")
                 side_by_side = gr.HTML(elem_id="compare-outputs")
-                with gr.Row():
+                with gr.Row(elem_classes=["chart-row"]):
                     efficiency_plot = gr.Plot(label="Block efficiency", elem_id="compare-efficiency")
                     histogram_plot = gr.Plot(label="Accepted-length histogram")
-                with gr.Row():
+                with gr.Row(elem_classes=["chart-row"]):
                     position_plot = gr.Plot(label="Per-position acceptance")
                     calls_plot = gr.Plot(label="Target calls per token")
-                with gr.Row():
+                with gr.Row(elem_classes=["chart-row"]):
                     speedup_plot = gr.Plot(label="Wall-clock speedup (hardware-dependent)")
                     theory_plot = gr.Plot(label="Theory against measured")
                 how_to_read("compare")
@@ -460,7 +460,7 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                     axis = gr.Radio(list(AXES), value="K", label="Sweep over")
                     values = gr.Textbox(value="1, 2, 4, 8", label=f"Values (at most {MAX_SWEEP_VALUES})")
                     sweep_button = gr.Button("Sweep", variant="primary")
-                with gr.Row():
+                with gr.Row(elem_classes=["chart-row"]):
                     sweep_efficiency = gr.Plot(label="Block efficiency")
                     sweep_speed = gr.Plot(label="Speedup vs AR (hardware-dependent)")
                 how_to_read("sweep")
