@@ -78,7 +78,7 @@ this for any alpha, K and L."""),
         5: ("5. The released rule is lossy", f"""
 Several drafts and block verification accept more, but only an **exact** rule keeps the target's distribution.
 The authors' released SpecTr-GBV rule does not: on the two-token example at K = 1, L = 2 its law of the first
-3 tokens is **{k1[4]:.3f}** away from the target's in total variation (the exact SpecTr-GBV: {k1[2]:.1e}).
+3 tokens is **{k1[4]:.3f}** away from the target's in total variation (the exact SpecTr-GBV: {k1[2]:.0e}, zero up to rounding).
 Open **Fidelity** to see it in counts: the released rule's bars leave the sampling-noise band."""),
     }
 
