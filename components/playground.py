@@ -44,8 +44,8 @@ def playground_figure(alpha: float, num_drafts: int, draft_length: int, cost_rat
                   annotation_position="bottom right", row=2, col=1)
     fig.update_xaxes(title_text="L (draft length)", row=2, col=1)
     fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(template="plotly_white", height=560, margin=dict(l=50, r=20, t=50, b=40),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.06, x=0))
+    fig.update_layout(template="plotly_white", height=580, margin=dict(l=50, r=20, t=90, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.08, x=0))
     return fig
 
 
@@ -87,7 +87,7 @@ def build_playground() -> None:
     drafting = gr.Radio([BATCHED, SEQUENTIAL], value=defaults[4], label="The K drafts are made as")
     first_line, first_figure = update(*defaults)
     line = gr.Markdown(first_line, elem_id="playground-summary")
-    plot = gr.Plot(first_figure, label="Theory playground", elem_id="playground-plot")
+    plot = gr.Plot(first_figure, label="Theory playground", show_label=False, elem_id="playground-plot")
     gr.Markdown(HOW_TO_READ, elem_classes=["how-to-read"])
     gr.Markdown(ASSUMPTION, elem_classes=["how-to-read"])
     inputs = [alpha, num_drafts, draft_length, cost_ratio, drafting]

@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, urlparse
 
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
@@ -111,6 +112,21 @@ def test_a_bad_link_says_what_it_could_not_use_and_keeps_the_defaults(browser, u
     assert field(browser, "number input for K (drafts)") == "2" and selected_tab(browser) == "Generate"
 
 
+def test_the_playground_answers_when_a_setting_changes(browser, url, screenshots):
+    resize(browser, *WINDOW)
+    open_page(browser, url + "?tab=playground")
+    wait_for(browser, "#playground-plot .js-plotly-plot")
+    summary = browser.find_element(By.ID, "playground-summary")
+    assert "K = 2" in summary.text and "speedup" in summary.text
+    box = browser.find_element(By.CSS_SELECTOR, "#playground-k input[type='number']")
+    box.clear()
+    box.send_keys("4", Keys.ENTER)
+    wait_until(browser, lambda d: "K = 4" in d.find_element(By.ID, "playground-summary").text, "the playground's answer")
+    traces = browser.execute_script("return document.querySelector('#playground-plot .js-plotly-plot').data.length")
+    assert traces == 8  # K = 1 and K = 4: tokens and speedup, each a line and a marker
+    browser.save_screenshot(str(screenshots / "playground.png"))
+
+
 def test_on_a_narrow_screen_every_tab_shows_its_name_and_the_sidebar_is_closed(browser, url, screenshots):
     resize(browser, *NARROW)
     open_page(browser, url + "?tab=compare")
@@ -121,6 +137,9 @@ def test_on_a_narrow_screen_every_tab_shows_its_name_and_the_sidebar_is_closed(b
     assert not [m for m in browser.find_elements(By.CSS_SELECTOR, ".overflow-menu") if m.is_displayed()]
     chart = browser.find_element(By.ID, "compare-efficiency")
     assert chart.rect["width"] > 0.6 * NARROW[0]  # one chart per row, not two squeezed side by side
+    open_tab(browser, "Playground")
+    wait_for(browser, "#playground-plot .js-plotly-plot")
+    assert browser.find_element(By.ID, "playground-plot").rect["width"] > 0.6 * NARROW[0]
     browser.save_screenshot(str(screenshots / "narrow.png"))
     open_tab(browser, "About")
     wait_for(browser, "#about-picture svg")
