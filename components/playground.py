@@ -9,6 +9,8 @@ from plotly.subplots import make_subplots
 
 from spectr_gbv import theory
 
+from .settings import MAX_DRAFTS, number
+
 LENGTHS = list(range(1, 17))
 BATCHED, SEQUENTIAL = "one batch (cost L c)", "one after another (cost K L c)"
 ASSUMPTION = (
@@ -65,9 +67,11 @@ def summary_line(alpha: float, num_drafts: int, draft_length: int, cost_ratio: f
 def update(alpha, num_drafts, draft_length, cost_ratio, drafting):
     """Both outputs for the current sliders; a bad value leaves the figure and says why."""
     try:
-        values = (alpha, int(num_drafts), int(draft_length), cost_ratio, drafting != SEQUENTIAL)
+        values = (number("alpha", alpha, 0, 1, integer=False), number("K (drafts)", num_drafts, 1, MAX_DRAFTS),
+                  number("L (draft length)", draft_length, 1, LENGTHS[-1]),
+                  number("c (cost ratio)", cost_ratio, 0, 1, integer=False), drafting != SEQUENTIAL)
         return summary_line(*values), playground_figure(*values)
-    except (TypeError, ValueError) as error:
+    except ValueError as error:
         return f"**Cannot compute:** {error}", gr.skip()
 
 
@@ -79,7 +83,7 @@ def build_playground() -> None:
     with gr.Row():
         alpha = gr.Slider(0, 1, value=defaults[0], step=0.01, label="alpha (per-token acceptance)",
                           elem_id="playground-alpha")
-        num_drafts = gr.Slider(1, 8, value=defaults[1], step=1, label="K (drafts)", elem_id="playground-k")
+        num_drafts = gr.Slider(1, MAX_DRAFTS, value=defaults[1], step=1, label="K (drafts)", elem_id="playground-k")
         draft_length = gr.Slider(1, LENGTHS[-1], value=defaults[2], step=1, label="L (draft length)",
                                  elem_id="playground-l")
         cost_ratio = gr.Slider(0, 1, value=defaults[3], step=0.01, label="c (draft call / target call cost)",

@@ -53,7 +53,8 @@ def read_link(params: Mapping[str, object]) -> tuple[dict[str, object], list[str
             if not isinstance(raw, str) or len(raw) > MAX_VALUE_CHARS:
                 raise ValueError(f"the value must be text of at most {MAX_VALUE_CHARS} characters")
             if key in NUMBERS:
-                values[key] = number(*NUMBERS[key][:1], raw, *NUMBERS[key][1:])
+                name, low, high, integer = NUMBERS[key]
+                values[key] = number(name, raw, low, high, integer)
             elif key == "pair":
                 values[key] = _pair(raw)
             elif key == "prompt":

@@ -1,5 +1,9 @@
 """The theory playground's formulas (spectr_gbv.theory) against a Monte-Carlo simulation of
-the i.i.d. model they state, and against the closed form for one draft."""
+the i.i.d. model they state, and against the closed form for one draft.
+
+The simulations are seeded, so the tests are deterministic. With a correct law a fresh seed
+would give a chi-square p-value under 1e-3 with probability 1e-3 per case, and a mean 5
+standard errors off with probability about 6e-7; the power check shows a wrong law fails."""
 
 from __future__ import annotations
 

@@ -84,7 +84,7 @@ def test_the_playground_answers_at_once_and_refuses_bad_values():
     message, unchanged = playground.update(float("nan"), 2, 4, 0.1, playground.BATCHED)
     assert "Cannot compute" in message and "alpha" in message
     message, _ = playground.update(0.5, None, 4, 0.1, playground.BATCHED)
-    assert "Cannot compute" in message
+    assert "Cannot compute" in message and "K (drafts) is missing" in message
 
 
 @pytest.mark.parametrize("width, open_", [(800, False), (1099, False), (1100, True), (1440, True), (None, True),
