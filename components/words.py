@@ -67,8 +67,9 @@ HOW_TO_READ = {
                "the ms per token are this server's and change with the machine.",
     "explorer": "One row per draft, one column per position. The kept part of the winning draft and the final token "
                 "show what this iteration emitted; the chart shows q (target) and p (draft) at the final position.",
-    "compare": "The texts and their metric lines are independent runs of each method with the same seed; the "
-               "charts are the coupled run (same drafts and random draws for every method) when *Coupled* is ticked. "
+    "compare": "The texts, their metric lines and the speedup are independent runs of each method with the same "
+               "seed; the other charts are the coupled run (same drafts and random draws for every method) when "
+               "*Coupled* is ticked. "
                "**Block efficiency** and **accepted length**: tokens per target call and how often each tau occurs "
                "(more to the right is better). **Per-position acceptance**: the share of iterations that kept "
                "position 1, 2, ... **Target calls per token**: lower is better. **Speedup**: wall-clock against AR "
