@@ -424,7 +424,8 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                     stop_button = gr.Button("Stop", variant="stop", elem_id="stop-button", scale=1)
                 output = gr.HTML("<i>The output appears here, token by token.</i>", elem_id="generate-output")
                 metrics_md = gr.Markdown(elem_id="generate-metrics")
-                how_to_read("generate"), how_to_read("metrics")
+                how_to_read("generate")
+                how_to_read("metrics")
                 metrics = gr.JSON(label="Run data (block efficiency and acceptance are hardware-free; tokens/s is this server's)")
                 gr.Examples(EXAMPLES, inputs=[pair, prompt], outputs=[output, metrics_md], fn=example_run,
                             cache_examples=True, cache_mode="lazy", label="Examples")
