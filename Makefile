@@ -33,7 +33,7 @@ test: $(STAMP) $(BROWSER)
 
 # The README's screenshots: the browser test, saving into assets/screenshots.
 screenshots: $(STAMP) $(BROWSER)
-	SPECTR_GBV_SCREENSHOTS=assets/screenshots $(PY) -m pytest -q tests/test_browser.py
+	SPECTR_GBV_SCREENSHOTS=assets/screenshots $(PY) -m pytest -q tests/test_browser.py tests/test_browser_words.py
 
 # Each method at its best (K, L) on this machine (a small search first), then 3 repeats,
 # each timed against the AR of the same repeat: median and range of the speedup, per-phase times.

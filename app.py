@@ -30,15 +30,18 @@ from pathlib import Path
 
 import gradio as gr
 
-from components import figures, visitors
+from components import figures, screens, share, visitors
 from components.about import about_markdown
 from components.grid import draft_grid_html
+from components.lesson import build_lesson
 from components.limits import LIMITS, Budget, ClientGone, check_fits, check_prompt_tokens, fewest_iterations
+from components.playground import build_playground
 from components.settings import (
     MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE, check_choice, check_flag, check_method, check_methods,
     check_pair_key, check_prompt, number, settings, shown,
 )
 from components.text import LOSSY_NOTE, metrics_line, provenance_html, side_by_side_html
+from components.words import how_to_read, shown_expected, shown_h
 from spectr_gbv import AUTOREGRESSIVE, METHODS
 from spectr_gbv.ceiling import run_ceiling
 from spectr_gbv.coupled import CoupledRun, coupled_steps
@@ -185,8 +188,8 @@ def _explorer_outputs(state: dict | None, index) -> tuple:
     details = {
         "iteration": i + 1, "tau": it.num_accepted, "winning_draft": None if it.winning_draft is None else it.winning_draft + 1,
         "final_kind": it.final_kind, "final_token": token_text([it.final_token])[0],
-        "expected_tau": it.expected_accepted,
-        "tests": [{"draft": t.draft + 1, "sub_block": [t.start + 1, t.start + t.length], "h": t.accept_prob,
+        "expected_tau": shown_expected(it.expected_accepted),
+        "tests": [{"draft": t.draft + 1, "sub_block": [t.start + 1, t.start + t.length], "h": shown_h(t.accept_prob),
                    "uniform": t.uniform, "accepted": t.accepted} for t in it.tests],
     }
     return draft_grid_html(it, token_text), figure, details
@@ -397,8 +400,9 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
         gr.Markdown("# SpecTr-GBV Explorer\nSpeculative decoding, one iteration at a time: "
                     "SD, RRS, SpecTr, GBV and SpecTr-GBV on real models, side by side.")
         gr.Markdown(LOSSY_NOTE, elem_classes=["lossy-note"])
+        link_note = gr.Markdown(visible=False, elem_id="link-note")  # what a shared link could not set
         run_state = gr.State(None, time_to_live=LIMITS.state_seconds)
-        with gr.Sidebar(open=True, width=320):
+        with gr.Sidebar(open=True, width=320) as sidebar:
             pair = gr.Dropdown(PAIR_CHOICES, value=default_pair, label="Model pair",
                                allow_custom_value=LIMITS.allow_any_model,
                                info="Hub pairs need the Hugging Face Hub; the others work offline."
@@ -410,15 +414,18 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
             max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=40, step=1, label="Max new tokens")
             seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", info="Same settings + seed = same tokens")
             methods = gr.CheckboxGroup(COMPARE_CHOICES, value=DEFAULT_COMPARE, label="Methods (Compare, Sweep)")
+            link_controls = share.build_link_controls()
         prompt = gr.Textbox(label="Prompt", value=default_prompt, lines=2,
                             info="Toy world: words the cat dog sat ran on mat . | Two-token example: A B")
-        with gr.Tabs():
+        with gr.Tabs(overflow_behavior="wrap", elem_id="main-tabs") as tabs:  # every tab visible by name
             with gr.Tab("Generate", id="generate"):
                 with gr.Row():
                     generate_button = gr.Button("Generate", variant="primary", elem_id="generate-button", scale=3)
                     stop_button = gr.Button("Stop", variant="stop", elem_id="stop-button", scale=1)
                 output = gr.HTML("<i>The output appears here, token by token.</i>", elem_id="generate-output")
                 metrics_md = gr.Markdown(elem_id="generate-metrics")
+                how_to_read("generate")
+                how_to_read("metrics")
                 metrics = gr.JSON(label="Run data (block efficiency and acceptance are hardware-free; tokens/s is this server's)")
                 gr.Examples(EXAMPLES, inputs=[pair, prompt], outputs=[output, metrics_md], fn=example_run,
                             cache_examples=True, cache_mode="lazy", label="Examples")
@@ -430,6 +437,7 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                 grid = gr.HTML("<i>Generate something first: every iteration of the last run appears here.</i>",
                                elem_id="draft-grid")
                 distribution = gr.Plot(label="Distributions at the final position", elem_id="distribution-plot")
+                how_to_read("explorer")
                 iteration_json = gr.JSON(label="This iteration's acceptance tests")
             with gr.Tab("Compare", id="compare"):
                 with gr.Row():
@@ -437,24 +445,26 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                                           info="Isolates the rule from sampling noise (charts); the texts and speedups are independent runs.")
                     compare_button = gr.Button("Compare", variant="primary", elem_id="compare-button")
                 side_by_side = gr.HTML(elem_id="compare-outputs")
-                with gr.Row():
+                with gr.Row(elem_classes=["chart-row"]):
                     efficiency_plot = gr.Plot(label="Block efficiency", elem_id="compare-efficiency")
                     histogram_plot = gr.Plot(label="Accepted-length histogram")
-                with gr.Row():
+                with gr.Row(elem_classes=["chart-row"]):
                     position_plot = gr.Plot(label="Per-position acceptance")
                     calls_plot = gr.Plot(label="Target calls per token")
-                with gr.Row():
+                with gr.Row(elem_classes=["chart-row"]):
                     speedup_plot = gr.Plot(label="Wall-clock speedup (hardware-dependent)")
                     theory_plot = gr.Plot(label="Theory against measured")
+                how_to_read("compare")
                 compare_json = gr.JSON(label="Compare data")
             with gr.Tab("Sweep", id="sweep"):
                 with gr.Row():
                     axis = gr.Radio(list(AXES), value="K", label="Sweep over")
                     values = gr.Textbox(value="1, 2, 4, 8", label=f"Values (at most {MAX_SWEEP_VALUES})")
                     sweep_button = gr.Button("Sweep", variant="primary")
-                with gr.Row():
+                with gr.Row(elem_classes=["chart-row"]):
                     sweep_efficiency = gr.Plot(label="Block efficiency")
                     sweep_speed = gr.Plot(label="Speedup vs AR (hardware-dependent)")
+                how_to_read("sweep")
                 sweep_json = gr.JSON(label="Sweep data")
             with gr.Tab("Fidelity", id="fidelity"):
                 gr.Markdown("Runs the chosen method N times from the same prompt (seeds 0..N-1) and compares the law of "
@@ -466,11 +476,20 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                     num_tokens = gr.Slider(1, 3, value=3, step=1, label="First tokens compared")
                     fidelity_button = gr.Button("Check fidelity", variant="primary")
                 fidelity_plot = gr.Plot(label="Empirical against exact law")
+                how_to_read("fidelity")
                 fidelity_json = gr.JSON(label="Fidelity data")
+            controls = {"pair": pair, "prompt": prompt, "method": method, "K": num_drafts, "L": draft_length,
+                        "T": temperature, "seed": seed}
+            with gr.Tab("Lesson", id="lesson"):
+                build_lesson(controls, tabs)
+            with gr.Tab("Playground", id="playground"):
+                build_playground()
             with gr.Tab("About", id="about"):
                 gr.HTML((ASSETS / "speculative_iteration.svg").read_text(), elem_id="about-picture")
                 gr.Markdown(about_markdown())
 
+        share.wire(demo, tabs, link_note, controls, *link_controls)  # ?pair=toy&K=2&tab=compare restores them
+        screens.wire(demo, sidebar)
         settings_inputs = [num_drafts, draft_length, temperature, max_new_tokens, seed]
         # The public events skip Gradio's preprocessing (preprocess=False): a value of any type
         # reaches components.settings, whose messages name the setting (Gradio's would be "Error").

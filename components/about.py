@@ -16,6 +16,8 @@ from spectr_gbv.exact import continued_law, iteration_law, sequence_prob, target
 from spectr_gbv.methods import METHODS
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET
 
+from .words import GLOSSARY, paper
+
 DRAFT_LENGTH = 2
 
 
@@ -68,7 +70,7 @@ def frontier_markdown() -> str:
 ## The best any exact rule can do
 
 Every exact rule that reads K drafts is bounded by *select one draft, then verify it by block with the selected
-draft's exact law* (ALGORITHMS.md section 4.9): the best such pair is a linear program, solved here when the app
+draft's exact law*: the best such pair is a linear program, solved here when the app
 starts. Expected accepted draft tokens per iteration on the two-token example (L = {DRAFT_LENGTH}), exact:
 
 | K | {header} | best any exact rule |
@@ -93,17 +95,20 @@ all guesses in **one** forward call. A *verifier* decides how many guessed token
 itself, so that the text has **exactly** the distribution the target alone would produce, only with fewer target
 calls. The number of tokens per target call is the **block efficiency**; it does not depend on the hardware.
 
-* **SD** (standard speculative decoding): one draft, checked token by token; the first rejection ends the block and
+* **SD** (standard speculative decoding, {paper("SD", "arXiv 2211.17192")}): one draft, checked token by token; the first rejection ends the block and
   a *correction* token is drawn from the residual `norm(max(q - p, 0))`.
-* **GBV** (greedy block verification): one draft, but whole sub-blocks are accepted at once, so a later position can
+* **GBV** (greedy block verification, {paper("GBV", "arXiv 2403.10444")}): one draft, but whole sub-blocks are accepted at once, so a later position can
   rescue an earlier one that would have been rejected on its own.
-* **SpecTr** and **RRS**: **K** drafts; at each position the verifier picks among the drafts that are still alive.
-* **SpecTr-GBV**: K drafts verified by block: the longest accepted sub-block among K drafts. The project's version is
-  an exact rule (ALGORITHMS.md section 4.3); it equals GBV at K = 1 and SpecTr at L = 1.
+* **SpecTr** ({paper("SpecTr", "arXiv 2310.15141")}) and **RRS**: **K** drafts; at each position the verifier picks
+  among the drafts that are still alive.
+* **SpecTr-GBV** ({paper("SpecTr-GBV", "arXiv 2604.25925")}): K drafts verified by block: the longest accepted
+  sub-block among K drafts. The project's version is an exact rule of its own (SpecTr's K-SEQ applied to whole
+  sub-blocks, drafts tried one after another against what the failed ones left); it equals GBV at K = 1 and SpecTr at
+  L = 1.
 * **AS-BV**: first *select* one of the K drafts, token by token down their tree, with a mixture of three simple
-  selections whose law is known exactly; then verify that one draft by block (GBV) against that law
-  (ALGORITHMS.md section 4.9). It equals GBV at K = 1 and accepts at least as much as SpecTr at L = 1.
-* **Traversal**: Traversal Verification (Weng et al. 2025) on the tree of the K drafts: leaves are tested
+  selections whose law is known exactly; then verify that one draft by block (GBV) against that law.
+  It equals GBV at K = 1 and accepts at least as much as SpecTr at L = 1.
+* **Traversal**: Traversal Verification (Weng et al. 2025, {paper("Traversal", "arXiv 2505.12398")}) on the tree of the K drafts: leaves are tested
   depth first, and a rejected leaf hands its parent the block residual. It equals GBV at K = 1.
 * **AR**: the target alone, one token per call: the baseline for wall-clock speedup.
 
@@ -141,4 +146,4 @@ yourself in the **Fidelity** tab (pair "Two-token example", method "SpecTr-GBV a
 Block efficiency, acceptance and target calls per token are hardware-free. Tokens per second and the speedup
 against AR are measured on this server in the same request, and depend on it: on a small CPU a verification call
 over K x (L + 1) positions costs several one-token calls, so speculation can be slower than AR there.
-"""
+{GLOSSARY}"""

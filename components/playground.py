@@ -1,0 +1,99 @@
+"""The theory playground: alpha, K, L and the draft cost ratio c -> expected tokens per
+iteration and speedup, drawn at once (no model; the formulas are `spectr_gbv.theory`)."""
+
+from __future__ import annotations
+
+import gradio as gr
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from spectr_gbv import theory
+
+from .settings import MAX_DRAFTS, number
+
+LENGTHS = list(range(1, 17))
+BATCHED, SEQUENTIAL = "one batch (cost L c)", "one after another (cost K L c)"
+ASSUMPTION = (
+    "**The model behind these numbers.** Every drafted token is accepted with the same probability alpha, "
+    "independently. One draft then gives (1 - alpha^(L+1)) / (1 - alpha) tokens per target call (Leviathan et al., "
+    "[arXiv 2211.17192](https://arxiv.org/abs/2211.17192)). With K drafts, each draft is accepted that way "
+    "*independently of the others* and the longest accepted draft is kept: P(tau >= j) = 1 - (1 - alpha^j)^K. Drafts "
+    "from one model are correlated, so for K > 1 this is an optimistic estimate, not a prediction for any one rule. "
+    "An iteration costs one target call (assumed the same however many positions it checks) plus the draft calls, "
+    "each c target calls: L c when the K drafts are made as one batch, K L c when one after another. "
+    "Speedup = tokens per iteration / cost per iteration."
+)
+HOW_TO_READ = ("**How to read this:** each line is one choice of K as L grows; the dot is your L. Tokens per iteration "
+               "climbs and then flattens (a long draft is rarely accepted to its end), while the cost keeps rising "
+               "with L, so the speedup has a best L.")
+
+
+def playground_figure(alpha: float, num_drafts: int, draft_length: int, cost_ratio: float, batched: bool) -> go.Figure:
+    """Tokens per iteration (top) and speedup (bottom) against L, for K = 1 and the chosen K."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=("Expected tokens per iteration (per target call)", "Expected speedup over AR"))
+    for k, colour in _series(num_drafts):
+        name = f"K = {k}" + (" (one draft: SD)" if k == 1 else "")
+        tokens = [theory.expected_tokens(alpha, k, n) for n in LENGTHS]
+        gains = [theory.speedup(alpha, k, n, cost_ratio, batched) for n in LENGTHS]
+        fig.add_scatter(x=LENGTHS, y=tokens, name=name, mode="lines", line=dict(color=colour), row=1, col=1)
+        fig.add_scatter(x=LENGTHS, y=gains, name=name, mode="lines", line=dict(color=colour), showlegend=False, row=2, col=1)
+        fig.add_scatter(x=[draft_length], y=[tokens[draft_length - 1]], mode="markers", marker=dict(color=colour, size=10),
+                        showlegend=False, hoverinfo="skip", row=1, col=1)
+        fig.add_scatter(x=[draft_length], y=[gains[draft_length - 1]], mode="markers", marker=dict(color=colour, size=10),
+                        showlegend=False, hoverinfo="skip", row=2, col=1)
+    fig.add_hline(y=1, line_dash="dot", line_color="#555555", annotation_text="AR (1 token per call)",
+                  annotation_position="bottom right", row=2, col=1)
+    fig.update_xaxes(title_text="L (draft length)", row=2, col=1)
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_layout(template="plotly_white", height=580, margin=dict(l=50, r=20, t=90, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.08, x=0))
+    return fig
+
+
+def _series(num_drafts: int) -> list[tuple[int, str]]:
+    return [(1, "#7f7f7f")] + ([(num_drafts, "#2a6fdb")] if num_drafts > 1 else [])
+
+
+def summary_line(alpha: float, num_drafts: int, draft_length: int, cost_ratio: float, batched: bool) -> str:
+    tokens = theory.expected_tokens(alpha, num_drafts, draft_length)
+    cost = theory.iteration_cost(num_drafts, draft_length, cost_ratio, batched)
+    best = max(LENGTHS, key=lambda n: theory.speedup(alpha, num_drafts, n, cost_ratio, batched))
+    return (f"alpha = {alpha:g}, K = {num_drafts}, L = {draft_length}, c = {cost_ratio:g}: **{tokens:.2f} tokens per "
+            f"iteration**, cost {cost:.2f} target calls, **speedup {tokens / cost:.2f}x**; the best L here is {best} "
+            f"(speedup {theory.speedup(alpha, num_drafts, best, cost_ratio, batched):.2f}x).")
+
+
+def update(alpha, num_drafts, draft_length, cost_ratio, drafting):
+    """Both outputs for the current sliders; a bad value leaves the figure and says why."""
+    try:
+        values = (number("alpha", alpha, 0, 1, integer=False), number("K (drafts)", num_drafts, 1, MAX_DRAFTS),
+                  number("L (draft length)", draft_length, 1, LENGTHS[-1]),
+                  number("c (cost ratio)", cost_ratio, 0, 1, integer=False), drafting != SEQUENTIAL)
+        return summary_line(*values), playground_figure(*values)
+    except ValueError as error:
+        return f"**Cannot compute:** {error}", gr.skip()
+
+
+def build_playground() -> None:
+    """The playground's controls and outputs, inside the caller's tab; they update on every change."""
+    gr.Markdown("No model here: a per-token acceptance rate alpha and the costs give the expected gain at once. "
+                "Compare it with what **Compare** measures on real drafts.")
+    defaults = (0.7, 2, 4, 0.05, BATCHED)
+    with gr.Row():
+        alpha = gr.Slider(0, 1, value=defaults[0], step=0.01, label="alpha (per-token acceptance)",
+                          elem_id="playground-alpha")
+        num_drafts = gr.Slider(1, MAX_DRAFTS, value=defaults[1], step=1, label="K (drafts)", elem_id="playground-k")
+        draft_length = gr.Slider(1, LENGTHS[-1], value=defaults[2], step=1, label="L (draft length)",
+                                 elem_id="playground-l")
+        cost_ratio = gr.Slider(0, 1, value=defaults[3], step=0.01, label="c (draft call / target call cost)",
+                               elem_id="playground-c")
+    drafting = gr.Radio([BATCHED, SEQUENTIAL], value=defaults[4], label="The K drafts are made as")
+    first_line, first_figure = update(*defaults)
+    line = gr.Markdown(first_line, elem_id="playground-summary")
+    plot = gr.Plot(first_figure, label="Theory playground", show_label=False, elem_id="playground-plot")
+    gr.Markdown(HOW_TO_READ, elem_classes=["how-to-read"])
+    gr.Markdown(ASSUMPTION, elem_classes=["how-to-read"])
+    inputs = [alpha, num_drafts, draft_length, cost_ratio, drafting]
+    gr.on([c.change for c in inputs], update, inputs, [line, plot], show_progress="hidden", api_visibility="private",
+          queue=False)

@@ -1,0 +1,139 @@
+"""Shareable links: URL query parameters that restore pair, prompt, method, K, L, T, seed and tab.
+
+`read_link` turns a link's parameters into settings and a message for each value it could not
+use (that setting keeps its default: a link never breaks the page). `link_query` writes the
+current settings back as a query string; the page adds its own address and copies the link.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+from urllib.parse import urlencode
+
+import gradio as gr
+
+from spectr_gbv.pairs import PAIRS
+
+from .limits import check_block
+from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_method, check_prompt, number, shown
+
+# Tab names as the page shows them -> the ids of app.build_demo's tabs (a link names the id).
+TABS = {"Generate": "generate", "Iteration explorer": "explorer", "Compare": "compare", "Sweep": "sweep",
+        "Fidelity": "fidelity", "Lesson": "lesson", "Playground": "playground", "About": "about"}
+NUMBERS = {"K": ("K (drafts)", 1, MAX_DRAFTS, True), "L": ("L (draft length)", 1, MAX_DRAFT_LENGTH, True),
+           "T": ("T (temperature)", 0, MAX_TEMPERATURE, False), "seed": ("seed", 0, 2**31 - 1, True)}
+KEYS = ("pair", "prompt", "method", *NUMBERS, "tab")
+MAX_VALUE_CHARS = 4000
+
+
+def _pair(value: str) -> str:
+    by_label = {info.label: key for key, info in PAIRS.items()}
+    key = by_label.get(value, value)
+    if key not in PAIRS:
+        raise ValueError(f"unknown pair {shown(value)}; a link can name: {', '.join(PAIRS)}")
+    return key
+
+
+def _tab(value: str) -> str:
+    ids = {v: v for v in TABS.values()} | {name.lower(): tab for name, tab in TABS.items()}
+    if value.lower() not in ids:
+        raise ValueError(f"unknown tab {shown(value)}; one of: {', '.join(TABS.values())}")
+    return ids[value.lower()]
+
+
+def read_link(params: Mapping[str, object]) -> tuple[dict[str, object], list[str]]:
+    """(settings this link sets, one message per value it cannot use). Never raises."""
+    values: dict[str, object] = {}
+    problems: list[str] = []
+    for key, raw in params.items():
+        if key not in KEYS:
+            problems.append(f"unknown link parameter {shown(key)} ignored (a link can set: {', '.join(KEYS)})")
+            continue
+        try:
+            if not isinstance(raw, str) or len(raw) > MAX_VALUE_CHARS:
+                raise ValueError(f"the value must be text of at most {MAX_VALUE_CHARS} characters")
+            if key in NUMBERS:
+                name, low, high, integer = NUMBERS[key]
+                values[key] = number(name, raw, low, high, integer)
+            elif key == "pair":
+                values[key] = _pair(raw)
+            elif key == "prompt":
+                values[key] = check_prompt(raw)
+            elif key == "method":
+                values[key] = check_method(raw)
+            else:
+                values[key] = _tab(raw)
+        except ValueError as error:
+            problems.append(f"{key}: {error}; the default is used")
+    if "K" in values or "L" in values:
+        try:
+            check_block(int(values.get("K", 1)), int(values.get("L", 1)))
+        except ValueError as error:
+            values.pop("K", None), values.pop("L", None)
+            problems.append(f"{error}; K and L keep their defaults")
+    return values, problems
+
+
+def link_query(pair, prompt, method, num_drafts, draft_length, temperature, seed, tab_name) -> str:
+    """'?pair=...&...' for the current settings (what the page shows; a value it cannot read is left out)."""
+    raw = {"pair": pair, "prompt": prompt, "method": method, "K": num_drafts, "L": draft_length, "T": temperature,
+           "seed": seed, "tab": TABS.get(str(tab_name).strip(), "")}
+    text = {key: _as_text(value) for key, value in raw.items()}
+    values, _ = read_link({key: value for key, value in text.items() if value != ""})
+    ordered = {key: _as_text(values[key]) for key in KEYS if key in values}
+    return "?" + urlencode(ordered)
+
+
+def _as_text(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "" if value is None else str(value)
+
+
+def note_markdown(problems: list[str]) -> str:
+    if not problems:
+        return ""
+    return "**This link had values the app could not use:**\n" + "\n".join(f"* {p}" for p in problems)
+
+
+# The current tab is read from the page (a tab has no value of its own); the link is then
+# completed with the page's own address, put into the address bar and copied when allowed.
+SELECTED_TAB_JS = """(...values) => {
+  const tab = document.querySelector("button[role='tab'][aria-selected='true']");
+  values[values.length - 1] = tab ? tab.textContent.trim() : "";
+  return values;
+}"""
+COMPLETE_LINK_JS = """(query) => {
+  const url = window.location.origin + window.location.pathname + query;
+  window.history.replaceState(null, "", url);
+  if (navigator.clipboard) { navigator.clipboard.writeText(url).catch(() => {}); }
+  return url;
+}"""
+
+
+def build_link_controls() -> tuple[gr.Button, gr.Textbox, gr.Textbox]:
+    """The copy-link button, the link it writes, and the hidden box the current tab's name travels in."""
+    button = gr.Button("Copy a link to these settings", size="sm", elem_id="copy-link")
+    link = gr.Textbox(label="Link to these settings", interactive=False, buttons=["copy"], elem_id="share-link",
+                      placeholder="press the button above")
+    tab_name = gr.Textbox(visible=False)
+    return button, link, tab_name
+
+
+def wire(demo: gr.Blocks, tabs: gr.Tabs, note: gr.Markdown, controls: dict, button, link, tab_name) -> None:
+    """Restore settings from the page's link when it opens; write the link when the button is pressed.
+
+    `controls` maps "pair", "prompt", "method", "K", "L", "T" and "seed" to their components."""
+    order = ["pair", "prompt", "method", "K", "L", "T", "seed"]
+
+    def restore(request: gr.Request):
+        params = dict(request.query_params) if request is not None else {}
+        values, problems = read_link(params)
+        updates = [gr.update(value=values[k]) if k in values else gr.skip() for k in order]
+        selected = gr.Tabs(selected=values["tab"]) if "tab" in values else gr.skip()
+        return *updates, selected, gr.update(value=note_markdown(problems), visible=bool(problems))
+
+    demo.load(restore, None, [*(controls[k] for k in order), tabs, note], api_visibility="private", queue=False)
+    button.click(link_query, [*(controls[k] for k in order), tab_name], link, js=SELECTED_TAB_JS,
+                 api_visibility="private", queue=False).then(
+        None, link, link, js=COMPLETE_LINK_JS, api_visibility="private")

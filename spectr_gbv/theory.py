@@ -1,0 +1,71 @@
+"""Back-of-the-envelope speculative decoding: expected tokens per iteration and speedup from a
+per-token acceptance rate, no model needed (the theory playground).
+
+The i.i.d. model: every drafted token is accepted with the same probability alpha,
+independently of everything else. One draft of length L then accepts tau tokens with
+P(tau >= j) = alpha^j, and an iteration emits tau + 1 tokens (the accepted ones, then one
+correction or bonus token), so E[tokens] = (1 - alpha^(L+1)) / (1 - alpha) (Leviathan et al.
+2023, arXiv 2211.17192).
+
+K drafts: each draft is accepted like the single draft above, independently of the other
+drafts, and the verifier keeps the longest accepted one: tau = max_k tau_k, so
+P(tau >= j) = 1 - (1 - alpha^j)^K. At K = 1 this is the formula above. Drafts sampled from one
+model are correlated and an exact verifier cannot accept each of them at the full rate, so for
+K > 1 this is an optimistic estimate (a ceiling for the idea, not a prediction for a rule).
+
+Cost: one iteration is one target call (cost 1, the same whatever it verifies: a memory-bound
+call) plus the draft calls, each costing c target calls. K drafts made one after another cost
+K * L * c; made as one batch (K rows per draft call) they cost L * c.
+"""
+
+from __future__ import annotations
+
+import math
+
+MAX_DRAFTS, MAX_DRAFT_LENGTH = 64, 64
+
+
+def _check(alpha, num_drafts, draft_length) -> tuple[float, int, int]:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or math.isnan(alpha) or not 0 <= alpha <= 1:
+        raise ValueError(f"alpha (per-token acceptance) must be a number in [0, 1], got {alpha!r}")
+    for name, value, most in (("K (drafts)", num_drafts, MAX_DRAFTS), ("L (draft length)", draft_length, MAX_DRAFT_LENGTH)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or not 1 <= value <= most:
+            raise ValueError(f"{name} must be a whole number in [1, {most}], got {value!r}")
+    return float(alpha), int(num_drafts), int(draft_length)
+
+
+def survival(alpha: float, num_drafts: int, draft_length: int) -> list[float]:
+    """P(tau >= j) for j = 1..L: at least one of the K independent drafts accepted its first j tokens."""
+    alpha, num_drafts, draft_length = _check(alpha, num_drafts, draft_length)
+    return [1.0 - (1.0 - alpha**j) ** num_drafts for j in range(1, draft_length + 1)]
+
+
+def accepted_length_pmf(alpha: float, num_drafts: int, draft_length: int) -> list[float]:
+    """P(tau = t) for t = 0..L under the i.i.d. model."""
+    tail = [1.0] + survival(alpha, num_drafts, draft_length) + [0.0]
+    return [tail[t] - tail[t + 1] for t in range(len(tail) - 1)]
+
+
+def expected_tokens(alpha: float, num_drafts: int, draft_length: int) -> float:
+    """E[tau + 1]: tokens emitted per iteration (per target call)."""
+    return 1.0 + sum(survival(alpha, num_drafts, draft_length))
+
+
+def single_draft_tokens(alpha: float, draft_length: int) -> float:
+    """The closed form for one draft, (1 - alpha^(L+1)) / (1 - alpha); L + 1 at alpha = 1."""
+    alpha, _, draft_length = _check(alpha, 1, draft_length)
+    return float(draft_length + 1) if alpha == 1 else (1 - alpha ** (draft_length + 1)) / (1 - alpha)
+
+
+def iteration_cost(num_drafts: int, draft_length: int, cost_ratio: float, batched: bool) -> float:
+    """Cost of one iteration in target calls: 1 + L * c (batched drafts) or 1 + K * L * c (one after another)."""
+    _, num_drafts, draft_length = _check(0.5, num_drafts, draft_length)
+    if isinstance(cost_ratio, bool) or not isinstance(cost_ratio, (int, float)) or math.isnan(cost_ratio) \
+            or not 0 <= cost_ratio <= 10:
+        raise ValueError(f"c (draft call cost / target call cost) must be a number in [0, 10], got {cost_ratio!r}")
+    return 1.0 + (1 if batched else num_drafts) * draft_length * float(cost_ratio)
+
+
+def speedup(alpha: float, num_drafts: int, draft_length: int, cost_ratio: float, batched: bool = True) -> float:
+    """Expected speedup over plain target sampling (one token per target call)."""
+    return expected_tokens(alpha, num_drafts, draft_length) / iteration_cost(num_drafts, draft_length, cost_ratio, batched)

@@ -1,0 +1,88 @@
+"""Shareable links (components.share): a link's values are read with a message for each bad
+one, never an exception, and the link the app writes restores what it was written from."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from components.share import KEYS, TABS, link_query, note_markdown, read_link
+
+
+def test_a_good_link_sets_every_value():
+    values, problems = read_link({"pair": "toy", "prompt": "the cat", "method": "sd", "K": "3", "L": "5",
+                                  "T": "0.3", "seed": "12", "tab": "compare"})
+    assert problems == []
+    assert values == {"pair": "toy", "prompt": "the cat", "method": "sd", "K": 3, "L": 5, "T": 0.3, "seed": 12,
+                      "tab": "compare"}
+
+
+def test_tabs_by_id_or_by_name_and_pairs_by_label():
+    from spectr_gbv.pairs import PAIRS
+
+    assert read_link({"tab": "Iteration explorer"})[0] == {"tab": "explorer"}
+    assert read_link({"tab": "FIDELITY"})[0] == {"tab": "fidelity"}
+    assert read_link({"pair": PAIRS["two-token"].label})[0] == {"pair": "two-token"}
+
+
+@pytest.mark.parametrize("params, named", [
+    ({"K": "99"}, "K (drafts) must be in [1, 8]"),
+    ({"K": "two"}, "K (drafts) must be a number"),
+    ({"L": "2.5"}, "L (draft length) must be a whole number"),
+    ({"T": "nan"}, "T (temperature) must be in"),
+    ({"seed": "-1"}, "seed must be in"),
+    ({"method": "magic"}, "unknown method 'magic'"),
+    ({"pair": "gpt-9, gpt-1"}, "unknown pair"),
+    ({"tab": "settings"}, "unknown tab 'settings'"),
+    ({"prompt": "   "}, "the prompt is empty"),
+    ({"colour": "red"}, "unknown link parameter 'colour' ignored"),
+    ({"prompt": "x" * 5000}, "at most 4000 characters"),
+])
+def test_a_bad_value_is_named_and_dropped(params, named):
+    values, problems = read_link(params)
+    assert values == {}
+    assert len(problems) == 1 and named in problems[0]
+    assert named in note_markdown(problems)
+
+
+def test_bad_values_do_not_spoil_the_good_ones():
+    values, problems = read_link({"K": "0", "L": "3", "tab": "sweep"})
+    assert values == {"L": 3, "tab": "sweep"} and len(problems) == 1 and problems[0].startswith("K:")
+
+
+def test_a_block_over_the_server_limit_keeps_the_default_k_and_l():
+    from components.limits import LIMITS
+
+    if 8 * 16 <= LIMITS.block_tokens:
+        pytest.skip("this server allows every K x L of the sliders")
+    values, problems = read_link({"K": "8", "L": "16"})
+    assert "K" not in values and "L" not in values and "K and L keep their defaults" in problems[0]
+
+
+def test_the_written_link_restores_the_settings():
+    query = link_query("toy", "the cat sat", "spectr_gbv", 4.0, 3.0, 0.55, 7.0, "Compare")
+    assert query.startswith("?")
+    values, problems = read_link(dict(parse_qsl(query[1:])))
+    assert problems == []
+    assert values == {"pair": "toy", "prompt": "the cat sat", "method": "spectr_gbv", "K": 4, "L": 3, "T": 0.55,
+                      "seed": 7, "tab": "compare"}
+
+
+def test_the_written_link_leaves_out_what_it_cannot_read():
+    query = link_query("toy", "", "sd", None, 3, 0.7, 0, "no such tab")
+    assert dict(parse_qsl(query[1:])) == {"pair": "toy", "method": "sd", "L": "3", "T": "0.7", "seed": "0"}
+
+
+def test_every_tab_of_the_page_has_an_id():
+    assert set(TABS.values()) == {"generate", "explorer", "compare", "sweep", "fidelity", "lesson", "playground", "about"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(list(KEYS) + ["other"]), st.one_of(st.text(max_size=30), st.none(),
+                                                                         st.integers(), st.lists(st.text()))))
+def test_any_link_gets_values_or_messages_never_an_exception(params):
+    values, problems = read_link(params)
+    assert set(values) <= set(KEYS)
+    assert len(values) + len(problems) >= len(params) - 1  # K and L may share one message

@@ -1,0 +1,93 @@
+"""The page's words (components.words, lesson, playground, screens): the glossary covers the
+issue's terms, every view has its caption, the lesson's numbers are the exact ones, no
+reference a user cannot open, and bad values get a message."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+import gradio as gr
+import pytest
+
+import app
+from components import lesson, playground, screens, words
+from components.about import about_markdown
+from spectr_gbv import theory
+from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET
+
+TERMS = ["tau", "h", "E[tau | drafts]", "Block efficiency", "Mean acceptance length", "TV", "Residual", "Correction",
+         "Bonus", "RRS", "K-SEQ", "rho", "Coupled run", "lossy"]
+
+
+def test_the_glossary_defines_every_term_in_bold():
+    bold = set(re.findall(r"\*\*(.+?)\*\*", words.GLOSSARY))
+    assert [t for t in TERMS if not any(b == t or (t == "rho" and b.startswith("rho")) for b in bold)] == []
+
+
+def test_about_cites_only_pages_a_user_can_open():
+    text = about_markdown()
+    assert "ALGORITHMS" not in text and ".md" not in text
+    links = re.findall(r"\]\((.+?)\)", text)
+    assert links and all(link.startswith("https://arxiv.org/abs/") for link in links)
+    assert "## Glossary" in text
+
+
+def test_every_view_has_a_caption_in_the_page():
+    demo = app.build_demo()
+    ids = {b.elem_id for b in demo.blocks.values() if isinstance(b, gr.Markdown)}
+    assert {f"how-to-read-{view}" for view in words.HOW_TO_READ} <= ids
+
+
+def test_missing_numbers_are_said_in_words():
+    assert words.shown_h(0.25) == 0.25 and "skipped" in words.shown_h(None)
+    assert words.shown_expected(1.5) == 1.5 and isinstance(words.shown_expected(None), str)
+
+
+def test_the_explorer_json_has_no_bare_null():
+    *_, state, _slider, _grid, _figure, _details = list(app.generate_stream("toy", "the cat", "gbv", 2, 8, 1.0, 60, 3))[-1]
+    skipped = [i for i, it in enumerate(state["record"].iterations) if any(t.accept_prob is None for t in it.tests)]
+    assert skipped, "this run has a skipped test to show"
+    *_, details = app.show_iteration(state, skipped[0] + 1)
+    assert all(test["h"] is not None for test in details["tests"])
+    assert any(test["h"] == words.shown_h(None) for test in details["tests"])
+
+
+def test_the_lessons_numbers_are_the_exact_ones():
+    texts = lesson.step_texts()
+    assert list(texts) == [1, 2, 3, 4, 5]
+    q, p = (Fraction(1, 3), Fraction(2, 3)), (Fraction(2, 3), Fraction(1, 3))
+    assert TWO_TOKEN_TARGET == tuple(map(float, q)) and TWO_TOKEN_DRAFT == tuple(map(float, p))
+    assert f"{float(p[0] * min(1, q[0] / p[0])):.3f} = q(A)" in texts[3][1]  # exactness: p(A) h(A) = q(A)
+    alpha = min(p[0], q[0]) + min(p[1], q[1])
+    tokens = sum(alpha**j for j in range(3))  # 1 + alpha + alpha^2 for L = 2
+    assert f"{float(tokens):.3f} tokens per target call" in texts[4][1]
+    assert f"{theory.single_draft_tokens(float(alpha), 2):.3f}" in texts[4][1]
+    toy = lesson.toy_numbers()
+    assert toy["q_sat"] > toy["p_sat"] and toy["q_dog"] < toy["p_dog"]  # why sat is always kept and dog is not
+
+
+def test_each_lesson_step_sets_a_run_that_shows_it():
+    for step, (pair, prompt, method, num_drafts, draft_length, temperature, tab) in lesson.TRY.items():
+        app.settings(num_drafts, draft_length, temperature, 1, 0)  # a valid setting
+        app.get_pair(pair).encode(prompt)
+        assert method in app.METHODS and tab in {"generate", "playground", "fidelity"}
+    assert lesson.TRY[5][2] == "spectr_gbv_released" and lesson.TRY[5][-1] == "fidelity"
+
+
+def test_the_playground_answers_at_once_and_refuses_bad_values():
+    line, figure = playground.update(0.6, 2, 4, 0.1, playground.BATCHED)
+    assert f"{theory.speedup(0.6, 2, 4, 0.1, True):.2f}x" in line
+    assert len(figure.data) == 8  # K = 1 and K = 2: tokens and speedup lines, each with its marker
+    one = playground.update(0.6, 1, 4, 0.1, playground.SEQUENTIAL)[1]
+    assert len(one.data) == 4
+    message, unchanged = playground.update(float("nan"), 2, 4, 0.1, playground.BATCHED)
+    assert "Cannot compute" in message and "alpha" in message
+    message, _ = playground.update(0.5, None, 4, 0.1, playground.BATCHED)
+    assert "Cannot compute" in message and "K (drafts) is missing" in message
+
+
+@pytest.mark.parametrize("width, open_", [(800, False), (1099, False), (1100, True), (1440, True), (None, True),
+                                         ("wide", True), (0, True)])
+def test_the_sidebar_starts_closed_on_a_narrow_window(width, open_):
+    assert screens.sidebar_for_width(width).open is open_
