@@ -16,7 +16,7 @@ from spectr_gbv import METHODS
 
 from .palette import KINDS, PHASE_COLOURS, TARGET_Q, DRAFT_P, bar_marker, line_style, method_colour
 
-LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=70, b=40), height=400,
+LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=70, b=40), height=400, font=dict(size=14),  # >= 14 px
               legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0.0))
 DISTRIBUTION_COLOURS = {"target q": TARGET_Q, "draft p": DRAFT_P}  # neutral: no method, no token kind
 

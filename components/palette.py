@@ -78,11 +78,11 @@ class KindStyle:
 
 
 KINDS = {
-    "accepted": KindStyle("accepted draft token", "#d2efe4", "#1a1a1a", "#009E73", "2px solid #00694d", "✓"),
+    "accepted": KindStyle("accepted draft token", "#a6dbc2", "#1a1a1a", "#009E73", "2px solid #00694d", "✓"),
     "correction": KindStyle("correction (from the residual)", "#fbe3b4", "#1a1a1a", "#E69F00", "3px double #8a5a00", "↻"),
-    "bonus": KindStyle("bonus (all L accepted)", "#d4e9f7", "#1a1a1a", "#56B4E9", "2px dashed #005a8c", "+"),
-    "target": KindStyle("plain target sample (AR)", "#e6e6e6", "#1a1a1a", "#8c8c8c", "2px solid transparent", "·"),
-    "rejected": KindStyle("inside a rejected sub-block test", "#ffffff", "#4a4a4a", "#4a4a4a", "3px dotted #4a4a4a", "✗"),
+    "bonus": KindStyle("bonus (all L accepted)", "#cfe3f5", "#1a1a1a", "#56B4E9", "2px dashed #005a8c", "+"),
+    "target": KindStyle("plain target sample (AR)", "#f2f2f2", "#1a1a1a", "#8c8c8c", "2px solid transparent", "·"),
+    "rejected": KindStyle("rejected: a failed sub-block test ends here", "#ffffff", "#4a4a4a", "#4a4a4a", "3px dotted #4a4a4a", "✗"),
     "skipped": KindStyle("test skipped (h not needed: the coin's bound already failed)", "#ffffff", "#595959",
                          "#8c8c8c", "1px dashed #8c8c8c", "–"),
 }

@@ -74,6 +74,6 @@ def side_by_side_html(texts: dict[str, str], lines: dict[str, str]) -> str:
             f'<div class="compare-column" data-method="{method}" style="flex:1;min-width:220px;border:1px solid #ddd;'
             f'border-left:6px {"dashed" if not spec.exact else "solid"} {method_colour(method)};border-radius:6px;padding:8px">'
             f"<h4{colour}>{html.escape(spec.label)}</h4>{body}"
-            f'<div style="font-size:85%;margin-top:6px">{html.escape(lines[method]).replace("**", "")}</div></div>'
+            f'<div style="font-size:14px;margin-top:6px">{html.escape(lines[method]).replace("**", "")}</div></div>'
         )
     return f'<div class="compare-row" style="display:flex;gap:10px;flex-wrap:wrap">{"".join(columns)}</div>' + legend_html()
