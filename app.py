@@ -472,10 +472,11 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                 play_timer = gr.Timer(PLAY_SECONDS, active=False)
                 # Grid (with its click-to-pin detail panel) and chart side by side down to a 1024 px screen.
                 with gr.Row(elem_id="explorer-main", equal_height=False):
-                    grid = gr.HTML("<i>Generate something first: every iteration of the last run appears here.</i>",
-                                   elem_id="draft-grid", js_on_load=GRID_JS, scale=3, min_width=400)
-                    distribution = gr.Plot(label="Distributions at the final position", elem_id="distribution-plot",
-                                           scale=2, min_width=280)
+                    with gr.Column(scale=3, min_width=340):
+                        grid = gr.HTML("<i>Generate something first: every iteration of the last run appears here.</i>",
+                                       elem_id="draft-grid", js_on_load=GRID_JS, apply_default_css=False)
+                    with gr.Column(scale=2, min_width=240):
+                        distribution = gr.Plot(label="Distributions at the final position", elem_id="distribution-plot")
                 iteration_json = gr.JSON(label="This iteration's acceptance tests")
             with gr.Tab("Compare", id="compare"):
                 with gr.Row():
