@@ -251,7 +251,7 @@ def toggle_play(state, index, playing):
     if playing or not state:
         return False, gr.Timer(active=False), gr.Button(value="▶ Play"), gr.update()
     n = len(state["record"].iterations)
-    start = 1 if int(index or 1) >= n else gr.update()
+    start = gr.update(value=1) if int(index or 1) >= n else gr.update()
     return True, gr.Timer(active=True), gr.Button(value="⏸ Pause"), start
 
 

@@ -3,8 +3,9 @@
 On the Toy world pair, at 1440x900 and at 800x1000: a click on an output token opens its
 iteration; the final token sits in the column numbered tau + 1 (read from the page's layout,
 not from the HTML alone); typing a number into the slider's box and the arrow keys redraw
-the grid; a click pins a token's details; a method keeps its colour in the Compare charts
-and columns when the selection around it changes.
+the grid; a click pins a token's details; Play steps on by itself; hint text is >= 14 px and
+presentation mode enlarges the grid; a method keeps its colour in the Compare charts and
+columns when the selection around it changes.
 """
 
 from __future__ import annotations
@@ -127,7 +128,30 @@ def check_explorer(driver, screenshots, size) -> None:
     if size == WINDOW:  # grid and chart side by side
         grid, chart = (driver.find_element(By.ID, i).rect for i in ("draft-grid", "distribution-plot"))
         assert chart["x"] >= grid["x"] + grid["width"] - 1 and abs(chart["y"] - grid["y"]) < 40
+        check_play_and_type(driver)
     driver.save_screenshot(str(screenshots / f"explorer-{size[0]}.png"))
+
+
+def font_px(driver, css: str) -> float:
+    return driver.execute_script("return parseFloat(getComputedStyle(document.querySelector(arguments[0])).fontSize);", css)
+
+
+def check_play_and_type(driver) -> None:
+    """Play steps on by itself (and a second press pauses); hints are >= 14 px; presentation mode enlarges."""
+    start = int(caption(driver).split()[1].rstrip(":"))
+    play = driver.find_element(By.ID, "explorer-play")
+    play.click()
+    wait_for_iteration(driver, start + 1)
+    if "Pause" in play.text:
+        play.click()
+        WebDriverWait(driver, TIMEOUT).until(lambda d: "Play" in play.text)
+    assert font_px(driver, "#explorer-iteration .info-text") >= 14
+    normal = font_px(driver, "#draft-grid .draft-grid")
+    toggle = "document.querySelector('#presentation-mode input').click()"
+    driver.execute_script(toggle)
+    WebDriverWait(driver, TIMEOUT).until(lambda d: font_px(d, "#draft-grid .draft-grid") > normal)
+    driver.execute_script(toggle)
+    WebDriverWait(driver, TIMEOUT).until(lambda d: font_px(d, "#draft-grid .draft-grid") == normal)
 
 
 def test_explorer_columns_slider_and_method_colours_at_two_sizes(browser, screenshots, toy_url):
