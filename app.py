@@ -182,7 +182,7 @@ def _explorer_outputs(state: dict | None, index) -> tuple:
     i = min(max(int(index or 1), 1), len(record.iterations)) - 1
     it = record.iterations[i]
     top_text = token_text([t.token for t in it.final_top])
-    figure = figures.distribution_figure(it.final_top, top_text, it.final_kind, it.final_token)
+    figure = figures.distribution_figure(it.final_top, top_text, it.final_kind, it.final_token, record.config.method)
     details = {
         "iteration": i + 1, "tau": it.num_accepted, "winning_draft": None if it.winning_draft is None else it.winning_draft + 1,
         "final_kind": it.final_kind, "final_token": token_text([it.final_token])[0],

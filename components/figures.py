@@ -146,15 +146,23 @@ def _cumsum(values: Sequence[float]) -> list[float]:
     return out
 
 
-def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_kind: str, drawn: int) -> go.Figure:
+def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_kind: str, drawn: int,
+                        method: str | None = None) -> go.Figure:
     """Target, draft and drawn-from distributions over the top tokens at the final position.
 
     `top_tokens` are `TopToken`s (token, final_prob, target_prob, draft_prob); `token_text`
-    their display strings. For a correction token the drawn-from distribution is the residual.
+    their display strings. For a correction token the drawn-from distribution is the residual;
+    only SD's residual is norm((q - p)+) of the plotted bars, so for `method` another rule the
+    subtitle says so (the explorer's detail panel gives the rule, components.residuals).
     """
     names = [repr(t)[1:-1] if t.strip() != t or not t else t for t in token_text]
     source = {"correction": "residual (drawn from)", "bonus": "q at L+1 (drawn from)", "target": "q (drawn from)"}[final_kind]
-    fig = _figure(f"Where the {final_kind} token was drawn", "token", "probability", "the most likely tokens there")
+    subtitle = "the most likely tokens there; q and p of the winning draft"
+    if final_kind == "correction" and method not in (None, "sd"):
+        subtitle += f"<br>{method_label(method)}'s residual is not norm((q − p)+) of these bars: see the panel beside the grid"
+    fig = _figure(f"Where the {final_kind} token was drawn", "token", "probability", subtitle)
+    if "<br>" in subtitle:
+        fig.update_layout(margin=dict(t=100))  # room for the subtitle's second line
     fig.add_bar(name="target q", x=names, y=[t.target_prob for t in top_tokens], marker_color=DISTRIBUTION_COLOURS["target q"])
     if any(t.draft_prob is not None for t in top_tokens):
         fig.add_bar(name="draft p", x=names, y=[t.draft_prob or 0.0 for t in top_tokens], marker_color=DISTRIBUTION_COLOURS["draft p"])

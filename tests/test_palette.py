@@ -138,3 +138,8 @@ def test_the_residual_bar_is_the_correction_colour():
     assert correction.data[-1].marker.color == KINDS["correction"].strong
     assert figures.distribution_figure(top, ["a", "b"], "bonus", 1).data[-1].marker.color == KINDS["bonus"].strong
     assert KINDS["correction"].strong not in {t.marker.color for t in correction.data[:-1]}  # q, p: neutral
+    # Only SD's residual is norm((q - p)+) of the plotted bars: the others say so.
+    assert "not norm" not in correction.layout.title.subtitle.text
+    spectr = figures.distribution_figure(top, ["a", "b"], "correction", 1, method="spectr")
+    assert "SpecTr's residual is not norm" in spectr.layout.title.subtitle.text
+    assert "not norm" not in figures.distribution_figure(top, ["a", "b"], "correction", 1, method="sd").layout.title.subtitle.text
