@@ -115,8 +115,14 @@ def check_explorer(driver, screenshots, size) -> None:
         wait_for_iteration(driver, n)
         expected, drawn_under = final_token_column(driver)
         assert drawn_under == expected, f"iteration {n}: final token under column {drawn_under}, tau + 1 = {expected}"
-    driver.execute_script("document.activeElement.blur()")  # the arrow keys go to the page, not the number box
+    # The arrow keys: on the slider itself, then on the page (the explorer's own stepping).
+    slider = driver.find_element(By.CSS_SELECTOR, "#explorer-iteration input[type='range']")
+    slider.send_keys(Keys.ARROW_RIGHT)
+    wait_for_iteration(driver, 2)
+    driver.execute_script("document.activeElement.blur()")
     ActionChains(driver).send_keys(Keys.ARROW_RIGHT).perform()
+    wait_for_iteration(driver, 3)
+    ActionChains(driver).send_keys(Keys.ARROW_LEFT).perform()
     wait_for_iteration(driver, 2)
 
     # A click pins a drafted token's details (p, q, q/p) beside the table.
