@@ -235,10 +235,12 @@ def show_iteration(state, index):
 
 def open_iteration(state, event: gr.SelectData):
     """A click on a token of the Generate output: its iteration, in the explorer tab."""
-    if not state:  # still streaming: the run is stored when it ends
-        raise user_error("no finished Generate run is stored yet: the explorer opens the iterations of the last "
-                         "Generate run once it has finished (examples are not stored)")
-    index = min(max(int(event.index or 1), 1), len(state["record"].iterations))
+    record, texts = (state["record"], state["texts"]) if state else (None, {})
+    if record is None or (isinstance(event.value, str) and event.value != "".join(texts[t] for t in record.tokens)):
+        # a run is stored when it ends: this output is still streaming, or an example's
+        raise user_error("this output is not a finished Generate run yet: the explorer opens the iterations of the "
+                         "last Generate run once it has finished (examples are not stored)")
+    index = min(max(int(event.index or 1), 1), len(record.iterations))
     return gr.Tabs(selected="explorer"), gr.update(value=index), *_explorer_outputs(state, index)
 
 

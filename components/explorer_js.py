@@ -39,13 +39,15 @@ if (!window.__explorerKeys) {
 }
 """
 
-# The Generate output: a click on a token opens its iteration in the explorer.
+# The Generate output: a click on a token opens its iteration in the explorer. The output's
+# text goes along, so the server can tell a still-streaming (or example) output from the
+# stored run the explorer would show.
 OUTPUT_JS = r"""
 element.addEventListener('click', (event) => {
   const token = event.target.closest('[data-iteration]');
   if (!token || !element.contains(token)) return;
-  const index = parseInt(token.dataset.iteration, 10);
-  trigger('select', {index: index, value: index});
+  const text = [...element.querySelectorAll('[data-iteration]')].map((t) => t.textContent).join('');
+  trigger('select', {index: parseInt(token.dataset.iteration, 10), value: text});
 });
 """
 

@@ -40,8 +40,10 @@ def test_play_without_a_run_does_nothing():
 
 def test_a_clicked_output_token_opens_its_iteration(state):
     n = len(state["record"].iterations)
-    tabs, slider, grid, _figure, details = app.open_iteration(state, gr.SelectData(None, {"index": 2, "value": 2}))
+    text = "".join(state["texts"][t] for t in state["record"].tokens)
+    tabs, slider, grid, _figure, details = app.open_iteration(state, gr.SelectData(None, {"index": 2, "value": text}))
     assert tabs.selected == "explorer" and slider["value"] == 2 == details["iteration"] and "Iteration 2:" in grid
-    assert app.open_iteration(state, gr.SelectData(None, {"index": 10_000, "value": 0}))[1]["value"] == n  # clamped
-    with pytest.raises(gr.Error, match="no finished Generate run"):
-        app.open_iteration(None, gr.SelectData(None, {"index": 1, "value": 1}))
+    assert app.open_iteration(state, gr.SelectData(None, {"index": 10_000, "value": text}))[1]["value"] == n  # clamped
+    for stale, shown in ((None, text), (state, text[: len(text) // 2])):  # no run yet; a run still streaming
+        with pytest.raises(gr.Error, match="not a finished Generate run"):
+            app.open_iteration(stale, gr.SelectData(None, {"index": 1, "value": shown}))
