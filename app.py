@@ -233,6 +233,7 @@ def show_iteration(state, index):
     return _explorer_outputs(state, index)
 
 
+@user_errors
 def open_iteration(state, event: gr.SelectData):
     """A click on a token of the Generate output: its iteration, in the explorer tab."""
     record, texts = (state["record"], state["texts"]) if state else (None, {})
@@ -240,7 +241,7 @@ def open_iteration(state, event: gr.SelectData):
         # a run is stored when it ends: this output is still streaming, or an example's
         raise user_error("this output is not a finished Generate run yet: the explorer opens the iterations of the "
                          "last Generate run once it has finished (examples are not stored)")
-    index = min(max(int(event.index or 1), 1), len(record.iterations))
+    index = min(number("the iteration", event.index or 1, 1, 10**9), len(record.iterations))
     return gr.Tabs(selected="explorer"), gr.update(value=index), *_explorer_outputs(state, index)
 
 

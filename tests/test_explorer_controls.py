@@ -47,3 +47,10 @@ def test_a_clicked_output_token_opens_its_iteration(state):
     for stale, shown in ((None, text), (state, text[: len(text) // 2])):  # no run yet; a run still streaming
         with pytest.raises(gr.Error, match="not a finished Generate run"):
             app.open_iteration(stale, gr.SelectData(None, {"index": 1, "value": shown}))
+
+
+@pytest.mark.parametrize("index", ["x", 1.5, [3], -2])
+def test_a_bad_click_gets_words_not_a_crash(state, index):
+    text = "".join(state["texts"][t] for t in state["record"].tokens)
+    with pytest.raises(gr.Error, match="the iteration"):
+        app.open_iteration(state, gr.SelectData(None, {"index": index, "value": text}))
