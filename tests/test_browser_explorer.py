@@ -1,6 +1,6 @@
 """The iteration explorer and the method colours in a real browser (issue 16, items 1 and 2).
 
-On the Toy world pair, at 1440x900 and at 800x1000: a click on an output token opens its
+On the Toy world pair, at 1440x900 and at 800x1000 (and 1024x768 for the layout): a click on an output token opens its
 iteration; the final token sits in the column numbered tau + 1 (read from the page's layout,
 not from the HTML alone); typing a number into the slider's box and the arrow keys redraw
 the grid; a click pins a token's details; Play steps on by itself; hint text is >= 14 px and
@@ -131,11 +131,16 @@ def check_explorer(driver, screenshots, size) -> None:
     cell.click()
     detail = driver.find_element(By.CSS_SELECTOR, "#draft-grid .grid-detail-body").text
     assert "q/p" in detail and "p (draft)" in detail and "pinned" in cell.get_attribute("class")
-    if size == WINDOW:  # grid and chart side by side
-        grid, chart = (driver.find_element(By.ID, i).rect for i in ("draft-grid", "distribution-plot"))
-        assert chart["x"] >= grid["x"] + grid["width"] - 1 and abs(chart["y"] - grid["y"]) < 40
+    if size == WINDOW:
+        assert side_by_side(driver)
         check_play_and_type(driver)
     driver.save_screenshot(str(screenshots / f"explorer-{size[0]}.png"))
+
+
+def side_by_side(driver) -> bool:
+    """The distribution chart to the right of the grid, their tops level."""
+    grid, chart = (driver.find_element(By.ID, i).rect for i in ("draft-grid", "distribution-plot"))
+    return chart["x"] >= grid["x"] + grid["width"] - 1 and abs(chart["y"] - grid["y"]) < 40
 
 
 def font_px(driver, css: str) -> float:
@@ -170,6 +175,8 @@ def test_explorer_columns_slider_and_method_colours_at_two_sizes(browser, screen
     wait_for(browser, "#generate-output span.tok[data-iteration]", at_least=12)
     WebDriverWait(browser, TIMEOUT).until(lambda d: "block efficiency" in d.find_element(By.ID, "generate-metrics").text)
     check_explorer(browser, screenshots, WINDOW)
+    resize(browser, 1024, 768)  # a projector's screen: grid and chart still side by side
+    WebDriverWait(browser, TIMEOUT).until(lambda d: side_by_side(d), message="grid and chart side by side at 1024x768")
     show_tab(browser, "Compare", "#compare-button")
     first = run_compare(browser)
 
