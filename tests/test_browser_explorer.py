@@ -1,8 +1,8 @@
 """The iteration explorer and the method colours in a real browser (issue 16, items 1 and 2).
 
-On the Toy world pair, at 1440x900 and at 800x1000 (and 1024x768 for the layout): a click on an output token opens its
-iteration; the final token sits in the column numbered tau + 1 (read from the page's layout,
-not from the HTML alone); typing a number into the slider's box and the arrow keys redraw
+On the Toy world pair, at 1440x900 and at 800x1000 (and 1024x768 for the layout): a click
+on an output token opens its iteration; the final token sits in the column numbered tau + 1
+(read from the page's layout, not from the HTML alone); typing a number into the slider's box and the arrow keys redraw
 the grid; a click pins a token's details; Play steps on by itself; hint text is >= 14 px and
 presentation mode enlarges the grid; a method keeps its colour in the Compare charts and
 columns when the selection around it changes.
