@@ -32,6 +32,7 @@ import gradio as gr
 
 from components import figures, screens, share, visitors
 from components.about import about_markdown
+from components.explorer_js import GRID_JS, OUTPUT_JS, PRESENTATION_JS
 from components.grid import draft_grid_html
 from components.lesson import build_lesson
 from components.limits import LIMITS, Budget, ClientGone, check_fits, check_prompt_tokens, fewest_iterations
@@ -184,7 +185,7 @@ def _explorer_outputs(state: dict | None, index) -> tuple:
     i = min(max(int(index or 1), 1), len(record.iterations)) - 1
     it = record.iterations[i]
     top_text = token_text([t.token for t in it.final_top])
-    figure = figures.distribution_figure(it.final_top, top_text, it.final_kind, it.final_token)
+    figure = figures.distribution_figure(it.final_top, top_text, it.final_kind, it.final_token, record.config.method)
     details = {
         "iteration": i + 1, "tau": it.num_accepted, "winning_draft": None if it.winning_draft is None else it.winning_draft + 1,
         "final_kind": it.final_kind, "final_token": token_text([it.final_token])[0],
@@ -192,7 +193,7 @@ def _explorer_outputs(state: dict | None, index) -> tuple:
         "tests": [{"draft": t.draft + 1, "sub_block": [t.start + 1, t.start + t.length], "h": shown_h(t.accept_prob),
                    "uniform": t.uniform, "accepted": t.accepted} for t in it.tests],
     }
-    return draft_grid_html(it, token_text), figure, details
+    return draft_grid_html(it, token_text, record.config.method), figure, details
 
 
 def _display_strings(record: RunRecord, token_text) -> dict[int, str]:
@@ -233,6 +234,42 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
 
 def show_iteration(state, index):
     return _explorer_outputs(state, index)
+
+
+@user_errors
+def open_iteration(state, event: gr.SelectData):
+    """A click on a token of the Generate output: its iteration, in the explorer tab."""
+    record, texts = (state["record"], state["texts"]) if state else (None, {})
+    if record is None or (isinstance(event.value, str) and event.value != "".join(texts[t] for t in record.tokens)):
+        # a run is stored when it ends: this output is still streaming, or an example's
+        raise user_error("this output is not a finished Generate run yet: the explorer opens the iterations of the "
+                         "last Generate run once it has finished (examples are not stored)")
+    index = min(number("the iteration", event.index or 1, 1, 10**9), len(record.iterations))
+    return gr.Tabs(selected="explorer"), gr.update(value=index), *_explorer_outputs(state, index)
+
+
+PLAY_SECONDS = 1.5  # one iteration per tick: time to read the grid's caption
+
+
+def toggle_play(state, index, playing):
+    """Play / pause the autoplay through the iterations; Play at the last iteration starts over."""
+    playing = bool(playing) and bool(state)
+    if playing or not state:
+        return False, gr.Timer(active=False), gr.Button(value="▶ Play"), gr.update()
+    n = len(state["record"].iterations)
+    start = gr.update(value=1) if int(index or 1) >= n else gr.update()
+    return True, gr.Timer(active=True), gr.Button(value="⏸ Pause"), start
+
+
+def play_tick(state, index):
+    """The next iteration; the timer stops itself after the last one."""
+    if not state:
+        return gr.update(), False, gr.Timer(active=False), gr.Button(value="▶ Play"), *_explorer_outputs(state, 1)
+    n = len(state["record"].iterations)
+    index = min(int(index or 1) + 1, n)
+    running = index < n
+    return (gr.update(value=index), running, gr.Timer(active=running), gr.Button(value="⏸ Pause" if running else "▶ Play"),
+            *_explorer_outputs(state, index))
 
 
 def step_iteration(state, index, delta):
@@ -414,6 +451,8 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
             max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=40, step=1, label="Max new tokens")
             seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", info="Same settings + seed = same tokens")
             methods = gr.CheckboxGroup(COMPARE_CHOICES, value=DEFAULT_COMPARE, label="Methods (Compare, Sweep)")
+            presentation = gr.Checkbox(False, label="Presentation mode (larger text, for a projector)",
+                                       elem_id="presentation-mode")
             link_controls = share.build_link_controls()
         prompt = gr.Textbox(label="Prompt", value=default_prompt, lines=2,
                             info="Toy world: words the cat dog sat ran on mat . | Two-token example: A B")
@@ -421,8 +460,10 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
             with gr.Tab("Generate", id="generate"):
                 with gr.Row():
                     generate_button = gr.Button("Generate", variant="primary", elem_id="generate-button", scale=3)
-                    stop_button = gr.Button("Stop", variant="stop", elem_id="stop-button", scale=1)
-                output = gr.HTML("<i>The output appears here, token by token.</i>", elem_id="generate-output")
+                    # secondary, not Gradio's red "stop": red means lossy, and nothing else, in this app
+                    stop_button = gr.Button("Stop", variant="secondary", elem_id="stop-button", scale=1)
+                output = gr.HTML("<i>The output appears here, token by token. Click a token to open its iteration "
+                                 "in the explorer.</i>", elem_id="generate-output", js_on_load=OUTPUT_JS)
                 metrics_md = gr.Markdown(elem_id="generate-metrics")
                 how_to_read("generate")
                 how_to_read("metrics")
@@ -430,13 +471,22 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                 gr.Examples(EXAMPLES, inputs=[pair, prompt], outputs=[output, metrics_md], fn=example_run,
                             cache_examples=True, cache_mode="lazy", label="Examples")
             with gr.Tab("Iteration explorer", id="explorer"):
-                with gr.Row():
-                    previous_button = gr.Button("◀ previous", size="sm", elem_id="explorer-previous")
-                    iteration = gr.Slider(1, 2, value=1, step=1, label="Iteration", interactive=False)
-                    next_button = gr.Button("next ▶", size="sm", elem_id="explorer-next")
-                grid = gr.HTML("<i>Generate something first: every iteration of the last run appears here.</i>",
-                               elem_id="draft-grid")
-                distribution = gr.Plot(label="Distributions at the final position", elem_id="distribution-plot")
+                with gr.Row(elem_id="explorer-controls"):
+                    previous_button = gr.Button("◀ previous", size="sm", elem_id="explorer-previous", scale=0, min_width=110)
+                    play_button = gr.Button("▶ Play", size="sm", elem_id="explorer-play", scale=0, min_width=100)
+                    iteration = gr.Slider(1, 2, value=1, step=1, label="Iteration", interactive=False,
+                                          elem_id="explorer-iteration",
+                                          info="type a number, drag, or use the ← → keys (p / n) to step")
+                    next_button = gr.Button("next ▶", size="sm", elem_id="explorer-next", scale=0, min_width=110)
+                playing = gr.State(False)
+                play_timer = gr.Timer(PLAY_SECONDS, active=False)
+                # Grid (with its click-to-pin detail panel) and chart side by side down to a 1024 px screen.
+                with gr.Row(elem_id="explorer-main", equal_height=False, elem_classes=["chart-row"]):
+                    with gr.Column(scale=3, min_width=340):
+                        grid = gr.HTML("<i>Generate something first: every iteration of the last run appears here.</i>",
+                                       elem_id="draft-grid", js_on_load=GRID_JS, apply_default_css=False)
+                    with gr.Column(scale=2, min_width=240):
+                        distribution = gr.Plot(label="Distributions at the final position", elem_id="distribution-plot")
                 how_to_read("explorer")
                 iteration_json = gr.JSON(label="This iteration's acceptance tests")
             with gr.Tab("Compare", id="compare"):
@@ -501,7 +551,15 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
         )
         # Stop cancels this session's streaming run only; the session stays usable.
         stop_button.click(None, cancels=[generating], api_visibility="private")
-        iteration.release(show_iteration, [run_state, iteration], explorer_outputs, api_visibility="private")
+        # change, not release: typing a number, the arrow keys and a programmatic step all redraw the grid.
+        iteration.change(show_iteration, [run_state, iteration], explorer_outputs, api_visibility="private",
+                         trigger_mode="always_last")
+        output.select(open_iteration, [run_state], [tabs, iteration, *explorer_outputs], api_visibility="private")
+        play_button.click(toggle_play, [run_state, iteration, playing], [playing, play_timer, play_button, iteration],
+                          api_visibility="private")
+        play_timer.tick(play_tick, [run_state, iteration], [iteration, playing, play_timer, play_button, *explorer_outputs],
+                        api_visibility="private")
+        presentation.change(None, presentation, None, js=PRESENTATION_JS, api_visibility="private")
         previous_button.click(functools.partial(step_iteration, delta=-1), [run_state, iteration], [iteration, *explorer_outputs],
                               api_visibility="private")
         next_button.click(functools.partial(step_iteration, delta=1), [run_state, iteration], [iteration, *explorer_outputs],

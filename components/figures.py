@@ -4,7 +4,9 @@ Per-method inputs are the summary dicts of `RunRecord.summary()` / `CoupledRun.s
 (keys: method, block_efficiency, mean_acceptance_length, mean_accepted,
 mean_expected_accepted, per_position_acceptance, accepted_length_histogram,
 target_calls, new_tokens ...). Hardware-free numbers and wall-clock numbers are kept on
-separate figures, and the wall-clock ones say so in their titles.
+separate figures, and the wall-clock ones say so in their titles. Every per-method trace or
+bar takes the method's fixed colour from components.palette (keyed by name, never by
+selection order; the lossy rule dashed and hatched).
 """
 
 from __future__ import annotations
@@ -12,14 +14,13 @@ from __future__ import annotations
 from typing import Sequence
 
 import plotly.graph_objects as go
-from plotly.colors import qualitative
-
 from spectr_gbv import METHODS
 
-LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=70, b=40), height=400,
+from .palette import KINDS, PHASE_COLOURS, TARGET_Q, DRAFT_P, bar_marker, line_style, method_colour
+
+LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=70, b=40), height=400, font=dict(size=14),  # >= 14 px
               legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0.0))
-PALETTE = qualitative.Plotly
-DISTRIBUTION_COLOURS = {"target q": "#2a6fdb", "draft p": "#f2a541", "drawn from": "#3aa76d"}
+DISTRIBUTION_COLOURS = {"target q": TARGET_Q, "draft p": DRAFT_P}  # neutral: no method, no token kind
 
 
 def method_label(name: str) -> str:
@@ -39,10 +40,17 @@ def efficiency_figure(summaries: Sequence[dict], coupled: bool = False, ceiling:
     `ceiling`: the best E[tau] any exact K-draft rule can reach at this run's contexts
     (`spectr_gbv.ceiling`, teaching pairs only), drawn as the line 1 + ceiling."""
     subtitle = "coupled: same drafts and random draws for every method" if coupled else "independent runs, same seed"
+    # Both bars in the method's colour (its fixed colour, chart to chart), the second paler; a
+    # legend would show one method's colour for both, so the subtitle says which bar is which.
+    subtitle += "<br>solid bar: block efficiency; pale bar: mean acceptance length (1 + mean tau)"
     fig = _figure("Block efficiency and mean acceptance length", "", "tokens per target call", subtitle)
-    labels = [method_label(s["method"]) for s in summaries]
-    fig.add_bar(name="block efficiency", x=labels, y=[s["block_efficiency"] for s in summaries])
-    fig.add_bar(name="mean acceptance length (1 + mean tau)", x=labels, y=[s["mean_acceptance_length"] for s in summaries])
+    fig.update_layout(margin=dict(t=100))
+    names = [s["method"] for s in summaries]
+    labels = [method_label(m) for m in names]
+    fig.add_bar(name="block efficiency", x=labels, y=[s["block_efficiency"] for s in summaries], marker=bar_marker(names),
+                showlegend=False)
+    fig.add_bar(name="mean acceptance length (1 + mean tau)", x=labels, y=[s["mean_acceptance_length"] for s in summaries],
+                marker=bar_marker(names, opacity=0.5), showlegend=False)
     fig.update_layout(barmode="group")
     if ceiling is not None:
         fig.add_hline(y=1 + ceiling, line_dash="dash", line_color="#444444",
@@ -57,7 +65,8 @@ def histogram_figure(summaries: Sequence[dict]) -> go.Figure:
     for s in summaries:
         counts = s.get("accepted_length_histogram") or []
         total = max(sum(counts), 1)
-        fig.add_bar(name=method_label(s["method"]), x=list(range(len(counts))), y=[c / total for c in counts])
+        fig.add_bar(name=method_label(s["method"]), x=list(range(len(counts))), y=[c / total for c in counts],
+                    marker=bar_marker([s["method"]] * len(counts)))
     fig.update_layout(barmode="group")
     return fig
 
@@ -67,7 +76,8 @@ def per_position_figure(summaries: Sequence[dict]) -> go.Figure:
     fig = _figure("Per-position acceptance", "draft position i", "share of iterations with tau >= i")
     for s in summaries:
         values = s.get("per_position_acceptance") or []
-        fig.add_scatter(name=method_label(s["method"]), x=list(range(1, len(values) + 1)), y=values, mode="lines+markers")
+        fig.add_scatter(name=method_label(s["method"]), x=list(range(1, len(values) + 1)), y=values, mode="lines+markers",
+                        **line_style(s["method"]))
     fig.update_yaxes(range=[0, 1.05])
     return fig
 
@@ -75,11 +85,9 @@ def per_position_figure(summaries: Sequence[dict]) -> go.Figure:
 def calls_per_token_figure(summaries: Sequence[dict]) -> go.Figure:
     fig = _figure("Target calls per token", "", "target calls / token", "lower is better; AR = 1")
     fig.add_bar(x=[method_label(s["method"]) for s in summaries],
-                y=[1 / s["block_efficiency"] if s["block_efficiency"] else None for s in summaries])
+                y=[1 / s["block_efficiency"] if s["block_efficiency"] else None for s in summaries],
+                marker=bar_marker([s["method"] for s in summaries]))
     return fig
-
-
-PHASE_COLOURS = {"draft": "#f2a541", "target": "#2a6fdb", "verify": "#3aa76d", "other": "#b0b0b0"}
 
 
 def speedup_figure(speedups: dict[str, float], device: str, phases: dict[str, dict[str, float]] | None = None,
@@ -101,7 +109,7 @@ def speedup_figure(speedups: dict[str, float], device: str, phases: dict[str, di
     subtitle = f"one timed run per method, AR timed before and after; this server ({device}): depends on the hardware"
     if not phases:
         fig = _figure("Wall-clock speedup vs AR", "", "tokens/s over AR's tokens/s", subtitle)
-        fig.add_bar(x=[method_label(m) for m in speedups], y=list(speedups.values()), marker_color="#8c8c8c")
+        fig.add_bar(x=[method_label(m) for m in speedups], y=list(speedups.values()), marker=bar_marker(list(speedups)))
         fig.add_hline(y=1.0, line_dash="dash", annotation_text="AR")
         return fig
     from plotly.subplots import make_subplots
@@ -111,7 +119,7 @@ def speedup_figure(speedups: dict[str, float], device: str, phases: dict[str, di
     fig.update_layout(title=dict(text="Wall-clock speedup vs AR, and where the time goes", subtitle=dict(text=subtitle)),
                       barmode="stack", **LAYOUT)
     labels = [method_label(m) for m in speedups]
-    fig.add_bar(x=labels, y=list(speedups.values()), marker_color="#8c8c8c", showlegend=False,
+    fig.add_bar(x=labels, y=list(speedups.values()), marker=bar_marker(list(speedups)), showlegend=False,
                 text=[f"{v:.2f}x" for v in speedups.values()], textposition="outside", row=1, col=1)
     fig.add_hline(y=1.0, line_dash="dash", row=1, col=1)
     order = ["ar", *[m for m in speedups if m != "ar"]]
@@ -125,11 +133,11 @@ def theory_figure(series: dict[str, tuple[Sequence[int], Sequence[float] | None]
     """Cumulative realised accepted tokens against the sum of E[tau | drafts] (the theory line)."""
     fig = _figure("Theory against measurement", "iteration", "accepted draft tokens so far",
                   "solid: realised tau; dotted: sum of E[tau | drafts]")
-    for i, (method, (realised, expected)) in enumerate(series.items()):
+    for method, (realised, expected) in series.items():
         xs = list(range(1, len(realised) + 1))
-        colour = PALETTE[i % len(PALETTE)]
+        colour = method_colour(method)
         fig.add_scatter(name=method_label(method), x=xs, y=_cumsum(realised), mode="lines", legendgroup=method,
-                        line=dict(color=colour))
+                        line=line_style(method)["line"])
         if expected is not None:
             fig.add_scatter(name=f"{method_label(method)} (theory)", x=xs, y=_cumsum(expected), mode="lines",
                             line=dict(dash="dot", color=colour), legendgroup=method, showlegend=False)
@@ -144,19 +152,28 @@ def _cumsum(values: Sequence[float]) -> list[float]:
     return out
 
 
-def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_kind: str, drawn: int) -> go.Figure:
+def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_kind: str, drawn: int,
+                        method: str | None = None) -> go.Figure:
     """Target, draft and drawn-from distributions over the top tokens at the final position.
 
     `top_tokens` are `TopToken`s (token, final_prob, target_prob, draft_prob); `token_text`
-    their display strings. For a correction token the drawn-from distribution is the residual.
+    their display strings. For a correction token the drawn-from distribution is the residual;
+    only SD's residual is norm((q - p)+) of the plotted bars, so for `method` another rule the
+    subtitle says so (the explorer's detail panel gives the rule, components.residuals).
     """
     names = [repr(t)[1:-1] if t.strip() != t or not t else t for t in token_text]
     source = {"correction": "residual (drawn from)", "bonus": "q at L+1 (drawn from)", "target": "q (drawn from)"}[final_kind]
-    fig = _figure(f"Where the {final_kind} token was drawn", "token", "probability", "the most likely tokens there")
+    subtitle = "the most likely tokens there; q and p of the winning draft"
+    if final_kind == "correction" and method not in (None, "sd"):
+        subtitle += f"<br>{method_label(method)}'s residual is not norm((q − p)+) of these bars: see the panel beside the grid"
+    fig = _figure(f"Where the {final_kind} token was drawn", "token", "probability", subtitle)
+    if "<br>" in subtitle:
+        fig.update_layout(margin=dict(t=100))  # room for the subtitle's second line
     fig.add_bar(name="target q", x=names, y=[t.target_prob for t in top_tokens], marker_color=DISTRIBUTION_COLOURS["target q"])
     if any(t.draft_prob is not None for t in top_tokens):
         fig.add_bar(name="draft p", x=names, y=[t.draft_prob or 0.0 for t in top_tokens], marker_color=DISTRIBUTION_COLOURS["draft p"])
-    fig.add_bar(name=source, x=names, y=[t.final_prob for t in top_tokens], marker_color=DISTRIBUTION_COLOURS["drawn from"])
+    # The bar the token was drawn from in its kind's colour: the residual is the correction colour.
+    fig.add_bar(name=source, x=names, y=[t.final_prob for t in top_tokens], marker_color=KINDS[final_kind].strong)
     for name, t in zip(names, top_tokens):
         if t.token == drawn:
             fig.add_annotation(x=name, y=max(t.final_prob, t.target_prob), text="drawn", showarrow=True, arrowhead=2)
@@ -169,15 +186,18 @@ def sweep_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Figure, 
     (`timed=False`: the teaching pairs, whose wall-clock numbers mean nothing, get no speed lines)."""
     axis = rows[0]["axis"] if rows else "K"
     efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens per target call", "hardware-free")
-    if not timed:
-        return efficiency, speedup_figure({}, "", timed=False)
     speed = _figure(f"Wall-clock speedup vs AR as {axis} varies", axis, "tokens/s over AR's",
                     "one timed run per point, on this server in this request: depends on the hardware")
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
         xs = [r["value"] for r in mine]
-        efficiency.add_scatter(name=method_label(method), x=xs, y=[r["block_efficiency"] for r in mine], mode="lines+markers")
-        speed.add_scatter(name=method_label(method), x=xs, y=[r["speedup_vs_ar"] for r in mine], mode="lines+markers")
+        efficiency.add_scatter(name=method_label(method), x=xs, y=[r["block_efficiency"] for r in mine], mode="lines+markers",
+                               **line_style(method))
+        if timed:
+            speed.add_scatter(name=method_label(method), x=xs, y=[r["speedup_vs_ar"] for r in mine], mode="lines+markers",
+                              **line_style(method))
+    if not timed:  # the efficiency lines are hardware-free: drawn for the teaching pairs too
+        return efficiency, speedup_figure({}, "", timed=False)
     speed.add_hline(y=1.0, line_dash="dash")
     return efficiency, speed
 
@@ -195,6 +215,6 @@ def fidelity_figure(result, outcome_text: Sequence[str]) -> go.Figure:
     fig.add_bar(name="exact target law", x=names, y=[r.exact for r in rows], marker_color=DISTRIBUTION_COLOURS["target q"],
                 error_y=dict(type="data", symmetric=False, array=[r.band_high - r.exact for r in rows],
                              arrayminus=[r.exact - r.band_low for r in rows]))
-    fig.add_bar(name="empirical", x=names, y=[r.empirical for r in rows], marker_color="#d1495b")
+    fig.add_bar(name="empirical", x=names, y=[r.empirical for r in rows], marker=bar_marker([result.method] * len(rows)))
     fig.update_layout(barmode="group")
     return fig

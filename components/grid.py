@@ -1,68 +1,184 @@
 """Pure: one iteration record -> HTML of its K draft blocks, for the iteration explorer.
 
-Each draft is a row of its L tokens. The winning draft's accepted prefix (the longest
-accepted sub-block) is green; the correction or bonus token follows it in its own colour;
-cells covered by a rejected sub-block test carry a red underline; tokens never reached are
-grey. Hovering a token shows the draft and target probabilities p and q, the ratio q/p, and
-the acceptance probability h of the sub-block test that ended at that token (if one was made).
+Columns are output positions 1..L+1 (a header row numbers them). Each draft is a row of
+its L tokens. The final token (correction or bonus) sits where it lands in the output:
+column tau + 1 of the winning row, over the draft token it replaced (struck through), and
+the rest of that row is greyed; at tau = 0 no draft won, so it gets a row of its own. Cells
+have a kind each (components.palette: colour plus a border and a glyph):
+
+* accepted: the winning draft's first tau tokens (never marked rejected, even when a
+  shorter sub-block's coin failed on the way: GBV keeps the longest success);
+* rejected: not accepted, and the sub-block test ending there failed with h computed
+  (or no test ends there but a failed test covers it);
+* skipped: the test ending there was decided without computing h (its bound omega was
+  already <= eta, `gbv.scan_coins`): a failed coin, but not a computed rejection;
+* unreached: drafted, no test reached it.
+
+Every cell carries its details (p, q, q/p, the test's h and eta) in its hover title and,
+for the click-to-pin panel beside the table, in data-detail; the panel starts on the final
+token, with the rule its distribution came from (components.residuals).
 """
 
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from typing import Callable
 
+from spectr_gbv.methods.base import SubBlockTest
 from spectr_gbv.records import IterationRecord
 
-from .text import KIND_COLOURS
+from .palette import KINDS, UNREACHED, KindStyle
+from .residuals import final_token_rule
+from .text import legend_html
 
-REJECTED_COLOUR = "#d1495b"
+GRID_KINDS = ("accepted", "correction", "bonus", "rejected", "skipped")
 
 
-def _tests_by_cell(it: IterationRecord) -> dict[tuple[int, int], tuple[float | None, bool]]:
-    """(draft, last position of the sub-block) -> (h, accepted) of the last test made there."""
-    cells = {}
+@dataclass(frozen=True)
+class CellState:
+    kind: str  # accepted | rejected | skipped | unreached
+    test: SubBlockTest | None  # the last test whose sub-block ends at this cell
+
+
+def cell_states(it: IterationRecord) -> list[list[CellState]]:
+    """The kind of every drafted cell [K][L], from the tests the verifier recorded."""
+    ending: dict[tuple[int, int], SubBlockTest] = {}
+    covered: dict[tuple[int, int], list[SubBlockTest]] = {}
     for test in it.tests:
-        cells[(test.draft, test.start + test.length - 1)] = (test.accept_prob, test.accepted)
-    return cells
+        ending[(test.draft, test.start + test.length - 1)] = test  # the last test made there wins
+        for i in range(test.start, test.start + test.length):
+            covered.setdefault((test.draft, i), []).append(test)
+    states = []
+    for k, row in enumerate(it.draft_tokens):
+        cells = []
+        for i in range(len(row)):
+            test = ending.get((k, i))
+            if it.winning_draft == k and i < it.num_accepted:
+                kind = "accepted"
+            elif test is not None and not test.accepted:
+                kind = "skipped" if test.accept_prob is None else "rejected"
+            elif test is None and any(not t.accepted and t.accept_prob is not None for t in covered.get((k, i), [])):
+                kind = "rejected"
+            elif test is None and covered.get((k, i)) and all(not t.accepted for t in covered[(k, i)]):
+                kind = "skipped"
+            else:
+                kind = "unreached"  # no test, or a passed test a later decision overrode
+            cells.append(CellState(kind, test))
+        states.append(cells)
+    return states
 
 
-def _rejected_cells(it: IterationRecord) -> set[tuple[int, int]]:
-    return {(t.draft, i) for t in it.tests if not t.accepted for i in range(t.start, t.start + t.length)}
+def final_column(it: IterationRecord) -> int:
+    """The output position of the final token (1-based): tau + 1."""
+    return it.num_accepted + 1
 
 
-def draft_grid_html(it: IterationRecord, token_text: Callable[[list[int]], list[str]]) -> str:
+def _quote(text: str) -> str:
+    return repr(text)[1:-1] if text.strip() != text or not text else text
+
+
+def _ratio(p: float, q: float) -> str:
+    return f"{q / p:.3f}" if p > 0 else "undefined (p = 0)"
+
+
+def _test_words(test: SubBlockTest | None) -> tuple[str, list[tuple[str, str]]]:
+    """(hover sentence, detail rows) for the sub-block test ending at a cell."""
+    if test is None:
+        return "", [("test", "none ends here")]
+    span = f"tokens {test.start + 1}..{test.start + test.length}"
+    eta = [] if test.uniform is None else [("η (the coin's uniform)", f"{test.uniform:.4f}")]
+    if test.accept_prob is None:
+        return (f"; sub-block test ending here ({span}) skipped: its bound ω was already ≤ η",
+                [("test", f"sub-block {span}: skipped"),
+                 ("h", "not computed: h ≤ ω ≤ η, so the coin fails whatever h is"), *eta])
+    verdict = "accepted" if test.accepted else "rejected"
+    return (f"; sub-block test ending here: h = {test.accept_prob:.4f}, {verdict}",
+            [("test", f"sub-block {span}: {verdict}"), ("h (acceptance probability)", f"{test.accept_prob:.4f}"), *eta])
+
+
+def _detail(title: str, rows: list[tuple[str, str]]) -> str:
+    body = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in rows)
+    return f'<div class="detail-title">{html.escape(title)}</div><dl>{body}</dl>'
+
+
+def _cell(kind: KindStyle, kind_name: str, text: str, column: int, tip: str, detail: str, extra_class: str = "",
+          struck: str | None = None) -> str:
+    glyph = f'<span class="cell-glyph" aria-hidden="true">{kind.glyph}</span>' if kind.glyph else ""
+    replaced = f'<s class="cell-replaced">{html.escape(struck)}</s> ' if struck is not None else ""
+    return (f'<td class="grid-cell cell-{kind_name}{extra_class}" data-column="{column}" tabindex="0" '
+            f'title="{html.escape(tip)}" data-detail="{html.escape(detail)}" style="{kind.css()}">'
+            f"{glyph}{replaced}{html.escape(text)}</td>")
+
+
+def _final_detail(it: IterationRecord, method: str, text: str, replaced: tuple[str, float, float] | None) -> str:
+    top = next((t for t in it.final_top if t.token == it.final_token), None)
+    rows = [("position", f"{final_column(it)} (τ + 1, τ = {it.num_accepted})")]
+    if top is not None:
+        rows += [("probability in the distribution it was drawn from", f"{top.final_prob:.4f}"),
+                 ("q (target) here", f"{top.target_prob:.4f}")]
+        if top.draft_prob is not None:
+            rows += [("p (draft) here", f"{top.draft_prob:.4f}")]
+    if replaced is not None:
+        token, p, q = replaced
+        rows += [("replaces the draft token", f"{token} (p = {p:.4f}, q = {q:.4f}, q/p {_ratio(p, q)})")]
+    rows += [("drawn from", final_token_rule(method, it.final_kind))]
+    return _detail(f"{it.final_kind} token {_quote(text)}", rows)
+
+
+def draft_grid_html(it: IterationRecord, token_text: Callable[[list[int]], list[str]], method: str = "") -> str:
+    """The explorer's grid for one iteration; `method` names the residual's rule in the detail panel."""
+    (final_text,) = token_text([it.final_token])
     if not it.draft_tokens:
-        (text,) = token_text([it.final_token])
-        return f'<div class="grid-note">Plain AR step: one target sample, <b>{html.escape(text)}</b>.</div>'
-    winner = it.winning_draft if it.winning_draft is not None else 0
-    tests, rejected = _tests_by_cell(it), _rejected_cells(it)
+        return (f'<div class="draft-grid"><div class="grid-note">Plain AR step: one target sample, '
+                f'<b>{html.escape(final_text)}</b>.</div>'
+                f'<div class="grid-detail">{_final_detail(it, method, final_text, None)}</div></div>')
+    length, tau, winner = len(it.draft_tokens[0]), it.num_accepted, it.winning_draft
+    states = cell_states(it)
+    final_kind = KINDS[it.final_kind]
+    final_detail = ""
+    header = "".join(f'<th class="grid-pos" scope="col">{i}</th>' for i in range(1, length + 2))
     rows = []
     for k, (tokens, ps, qs) in enumerate(zip(it.draft_tokens, it.draft_token_probs, it.target_token_probs)):
-        cells = [f'<td class="grid-label">draft {k + 1}{" ★" if k == winner and it.num_accepted else ""}</td>']
+        won = k == winner and tau > 0
+        cells = [f'<th class="grid-label" scope="row">draft {k + 1}{" ★" if won else ""}</th>']
         for i, (text, p, q) in enumerate(zip(token_text(tokens), ps, qs)):
-            accepted = k == winner and i < it.num_accepted and it.winning_draft is not None
-            h, passed = tests.get((k, i), (None, None))
-            tip = f"p = {p:.4f}, q = {q:.4f}, q/p = {q / p:.3f}" if p > 0 else f"p = {p}, q = {q:.4f}"
-            if h is not None:
-                tip += f"; sub-block test ending here: h = {h:.4f}, {'accepted' if passed else 'rejected'}"
-            style = f"background:{KIND_COLOURS['accepted']}" if accepted else "background:#f4f4f4;color:#777"
-            if (k, i) in rejected:
-                style += f";border-bottom:3px solid {REJECTED_COLOUR}"
-            cls = "cell-accepted" if accepted else ("cell-rejected" if (k, i) in rejected else "cell-drafted")
-            cells.append(f'<td class="grid-cell {cls}" title="{html.escape(tip)}" style="{style}">{html.escape(text)}</td>')
-        if k == winner:
-            (final_text,) = token_text([it.final_token])
-            cells.append(
-                f'<td class="grid-cell cell-{it.final_kind}" title="{it.final_kind} token (position {it.num_accepted + 1})" '
-                f'style="background:{KIND_COLOURS[it.final_kind]};font-weight:bold">{html.escape(final_text)}</td>'
-            )
+            state = states[k][i]
+            test_tip, test_rows = _test_words(state.test)
+            tip = (f"p = {p:.4f}, q = {q:.4f}, q/p = {q / p:.3f}" if p > 0 else f"p = {p}, q = {q:.4f}") + test_tip
+            rows_detail = [("p (draft)", f"{p:.4f}"), ("q (target)", f"{q:.4f}"), ("q/p", _ratio(p, q)), *test_rows]
+            if won and i == tau:  # the final token lands here: column tau + 1, over the token it replaced
+                final_detail = _final_detail(it, method, final_text, (_quote(text), p, q))
+                cells.append(_cell(final_kind, it.final_kind, final_text, i + 1,
+                                   f"{it.final_kind} token at position {i + 1}, replacing draft token {_quote(text)} "
+                                   f"({tip})", final_detail, " grid-final", struck=text))
+                continue
+            style = KINDS[state.kind] if state.kind in KINDS else UNREACHED
+            after = " cell-after" if won and i > tau else ""  # the winning row past its final token: greyed
+            detail = _detail(f"draft {k + 1}, position {i + 1}: {_quote(text)} ({state.kind})", rows_detail)
+            cells.append(_cell(style, state.kind, text, i + 1, tip, detail, after))
+        if won and tau == length:  # every drafted token accepted: the bonus token at L + 1
+            final_detail = _final_detail(it, method, final_text, None)
+            cells.append(_cell(final_kind, it.final_kind, final_text, length + 1,
+                               f"{it.final_kind} token at position {length + 1}", final_detail, " grid-final"))
+        else:
+            cells.append('<td class="grid-empty"></td>')
         rows.append(f'<tr class="grid-row">{"".join(cells)}</tr>')
-    caption = (f"Iteration {it.index + 1}: tau = {it.num_accepted} of {len(it.draft_tokens[0])} accepted"
-               + (f" from draft {winner + 1}" if it.num_accepted else "") + f", then a {it.final_kind} token."
+    if winner is None or tau == 0:  # no draft won: the final token in a row of its own, column 1
+        final_detail = _final_detail(it, method, final_text, None)
+        cells = ['<th class="grid-label" scope="row">no draft accepted</th>',
+                 _cell(final_kind, it.final_kind, final_text, 1, f"{it.final_kind} token at position 1", final_detail,
+                       " grid-final"),
+                 *['<td class="grid-empty"></td>'] * length]
+        rows.append(f'<tr class="grid-final-row">{"".join(cells)}</tr>')
+    caption = (f"Iteration {it.index + 1}: tau = {tau} of {length} accepted"
+               + (f" from draft {winner + 1}" if tau and winner is not None else "")
+               + f", then a {it.final_kind} token at position {tau + 1}."
                + (f" Theory E[tau | drafts] = {it.expected_accepted:.3f}." if it.expected_accepted is not None else ""))
-    return (f'<div class="draft-grid"><div class="grid-caption">{html.escape(caption)}</div>'
-            f'<table style="border-collapse:separate;border-spacing:3px">{"".join(rows)}</table>'
-            f'<div class="grid-legend" style="font-size:85%;margin-top:6px">green: accepted sub-block; '
-            f'<span style="border-bottom:3px solid {REJECTED_COLOUR}">underlined</span>: inside a rejected sub-block test; '
-            f'grey: drafted, not accepted; hover a token for p, q, q/p and h.</div></div>')
+    return (f'<div class="draft-grid" data-tau="{tau}" data-final-column="{final_column(it)}">'
+            f'<div class="grid-caption">{html.escape(caption)}</div>'
+            f'<div class="grid-body"><table class="grid-table"><thead><tr><th class="grid-label">position</th>{header}'
+            f'</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            f'<div class="grid-detail" aria-live="polite"><div class="grid-detail-hint">Click a token to pin its '
+            f'details here.</div><div class="grid-detail-body">{final_detail}</div></div></div>'
+            f'{legend_html(GRID_KINDS)}</div>')

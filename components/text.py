@@ -8,10 +8,12 @@ from typing import Callable
 from spectr_gbv import METHODS
 from spectr_gbv.records import RunRecord
 
-# One palette for the whole app: accepted draft token, correction token, bonus token, AR sample.
-KIND_COLOURS = {"accepted": "#c7f0d2", "correction": "#ffd6a5", "bonus": "#bdd7ff", "target": "#e6e6e6"}
-KIND_NAMES = {"accepted": "accepted draft token", "correction": "correction (from the residual)",
-              "bonus": "bonus (all L accepted)", "target": "plain target sample (AR)"}
+from .palette import KINDS, LOSSY_RED, method_colour
+
+# The kinds an output token can have (components.palette has their look, colour and cue).
+OUTPUT_KINDS = ("accepted", "correction", "bonus", "target")
+KIND_COLOURS = {kind: KINDS[kind].background for kind in OUTPUT_KINDS}
+KIND_NAMES = {kind: KINDS[kind].name for kind in OUTPUT_KINDS}
 
 LOSSY_NOTE = (
     "**Note.** `SpecTr-GBV as released (lossy)` is the authors' released verifier. It does **not** preserve the "
@@ -25,21 +27,25 @@ def provenance_html(run: RunRecord, token_text: Callable[[list[int]], list[str]]
     spans = []
     for it in run.iterations:
         for token, kind in zip(token_text(it.emitted), it.token_kinds):
+            # data-iteration: a click opens this iteration in the explorer (app.py's output listener).
             spans.append(
-                f'<span class="tok tok-{kind}" title="iteration {it.index + 1}: {KIND_NAMES[kind]}" '
-                f'style="background:{KIND_COLOURS[kind]};padding:1px 2px;margin:0 1px;border-radius:3px;white-space:pre-wrap">'
+                f'<span class="tok tok-{kind}" data-iteration="{it.index + 1}" '
+                f'title="iteration {it.index + 1}: {KIND_NAMES[kind]} (click: open it in the explorer)" '
+                f'style="{KINDS[kind].css()};padding:1px 2px;margin:0 1px;border-radius:3px;white-space:pre-wrap">'
                 f"{html.escape(token)}</span>"
             )
     body = f'<div class="provenance">{"<wbr>".join(spans)}</div>'
     return body + legend_html() if legend else body
 
 
-def legend_html() -> str:
+def legend_html(kinds=OUTPUT_KINDS) -> str:
+    """One entry per token kind, drawn as the tokens are (colour and border), with its glyph."""
     items = " ".join(
-        f'<span style="background:{colour};padding:1px 5px;border-radius:3px">{KIND_NAMES[kind]}</span>'
-        for kind, colour in KIND_COLOURS.items()
+        f'<span class="legend-{kind}" style="{KINDS[kind].css()};padding:1px 5px;border-radius:3px">'
+        f'{KINDS[kind].glyph} {html.escape(KINDS[kind].name)}</span>'
+        for kind in kinds
     )
-    return f'<div class="legend" style="margin-top:8px;font-size:85%">{items}</div>'
+    return f'<div class="legend">{items}</div>'
 
 
 def metrics_line(run: RunRecord) -> str:
@@ -62,10 +68,12 @@ def side_by_side_html(texts: dict[str, str], lines: dict[str, str]) -> str:
     columns = []
     for method, body in texts.items():
         spec = METHODS[method]
-        colour = "" if spec.exact else ' style="color:#d1495b"'  # the label itself says "(lossy)"
+        colour = "" if spec.exact else f' style="color:{LOSSY_RED}"'  # the label itself says "(lossy)"
+        # The column's left edge in the method's fixed colour: the same colour as in every chart.
         columns.append(
-            f'<div class="compare-column" style="flex:1;min-width:220px;border:1px solid #ddd;border-radius:6px;padding:8px">'
+            f'<div class="compare-column" data-method="{method}" style="flex:1;min-width:220px;border:1px solid #ddd;'
+            f'border-left:6px {"dashed" if not spec.exact else "solid"} {method_colour(method)};border-radius:6px;padding:8px">'
             f"<h4{colour}>{html.escape(spec.label)}</h4>{body}"
-            f'<div style="font-size:85%;margin-top:6px">{html.escape(lines[method]).replace("**", "")}</div></div>'
+            f'<div style="font-size:14px;margin-top:6px">{html.escape(lines[method]).replace("**", "")}</div></div>'
         )
     return f'<div class="compare-row" style="display:flex;gap:10px;flex-wrap:wrap">{"".join(columns)}</div>' + legend_html()

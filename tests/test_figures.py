@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from components import figures
+from components.palette import LOSSY_RED
 from components.grid import draft_grid_html
 from components.text import metrics_line, provenance_html, side_by_side_html
 from spectr_gbv import generate
@@ -91,7 +92,7 @@ def test_output_html_and_metrics(records):
     assert f"draft {phases['draft']:.1f}, target {phases['target']:.1f}" in metrics_line(run)
     assert "ms per token" not in metrics_line(records["ar"])
     both = side_by_side_html({"sd": "x", "spectr_gbv_released": "y"}, {"sd": "a", "spectr_gbv_released": "b"})
-    assert both.count('class="compare-column"') == 2 and "color:#d1495b" in both
+    assert both.count('class="compare-column"') == 2 and f"color:{LOSSY_RED}" in both  # red: lossy, only
 
 
 def test_sweep_rows_vary_the_chosen_setting_and_time_ar_once_per_temperature():

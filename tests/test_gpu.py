@@ -272,5 +272,5 @@ def test_the_explorer_works_from_the_stored_run_without_the_model(monkeypatch):
     it2, it3 = state["record"].iterations[1:3]
     assert shown["iteration"] == 2 and shown["final_token"] == pair.token_text([it2.final_token])[0]
     assert update["value"] == 3 and stepped["final_token"] == pair.token_text([it3.final_token])[0]
-    assert shown_grid == app.draft_grid_html(it2, pair.token_text)  # what the model's own strings would show
-    assert stepped_grid == app.draft_grid_html(it3, pair.token_text)
+    assert shown_grid == app.draft_grid_html(it2, pair.token_text, "spectr_gbv")  # what the model's own strings would show
+    assert stepped_grid == app.draft_grid_html(it3, pair.token_text, "spectr_gbv")
