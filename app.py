@@ -526,7 +526,8 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
                 samples.append(fidelity_sample(pair.target, _draft_for(pair, method), prompt_ids, config, run_seed, tokens,
                                                budget))
             progress(len(samples) / runs, desc=f"{len(samples)} / {runs} runs, then the exact law")
-            result = fidelity_result(pair.target, prompt_ids, config, samples, tokens, budget, scored)
+            result = fidelity_result(pair.target, prompt_ids, config, samples, tokens, on_scoring=budget,
+                                     conditionals=scored)
             if len(samples) < runs:
                 yield heading() + f"running: {len(samples)} of {runs} runs compared", *_fidelity_outputs(pair, result, None)
     except BudgetSpent as error:
