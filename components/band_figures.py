@@ -17,13 +17,17 @@ from spectr_gbv import METHODS
 
 from .figures import PALETTE, _figure, method_label, speedup_figure
 
-THEORY_NOTE = "dotted: theory 1 + mean E[tau | drafts], at the same drafts"
+THEORY = "theory 1 + mean E[tau | drafts]"
 
 
 def method_colour(method: str) -> str:
     """A colour per method name, whatever else is selected (the order of METHODS, not of the selection)."""
     names = list(METHODS)
     return PALETTE[names.index(method) % len(PALETTE)] if method in names else "#555555"
+
+
+def _seeds(repeats: int) -> str:
+    return f"mean of {repeats} seeds, 95 % band" if repeats > 1 else "one seed (Repeats > 1 gives a band)"
 
 
 def _upper(points: Sequence[dict]) -> float:
@@ -42,11 +46,10 @@ def _band_text(point: dict) -> str:
 def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: float | None = None) -> go.Figure:
     """Mean block efficiency per method with its 95 % band over the repeats, and the theory markers."""
     repeats = max((p["repeats"] for p in points.values()), default=1)
-    kind = ("coupled runs: same drafts and random draws for every method" if coupled
-            else "independent runs, same seeds")
+    kind = "same drafts and draws for every method" if coupled else "same seeds for every method"
     title = "Block efficiency, coupled runs" if coupled else "Block efficiency, independent runs"
     fig = _figure(title, "", "tokens per target call (AR = 1)",
-                  f"{kind}; mean of {repeats} seed(s)" + (" with 95 % band" if repeats > 1 else "") + f"; {THEORY_NOTE}")
+                  f"{kind}; {_seeds(repeats)}; line: {THEORY}")
     labels = [method_label(m) for m in points]
     fig.add_bar(name="measured (mean)", x=labels, y=[p["mean_block_efficiency"] for p in points.values()],
                 marker_color=[method_colour(m) for m in points], hovertext=[_band_text(p) for p in points.values()],
@@ -59,7 +62,7 @@ def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: floa
     theory = [(label, p["theory_acceptance_length"]) for label, p in zip(labels, points.values())
               if p.get("theory_acceptance_length") is not None]
     if theory:
-        fig.add_scatter(name="theory 1 + mean E[tau | drafts]", x=[t[0] for t in theory], y=[t[1] for t in theory],
+        fig.add_scatter(name=THEORY, x=[t[0] for t in theory], y=[t[1] for t in theory],
                         mode="markers", marker=dict(symbol="line-ew-open", size=36, color="#222222", line=dict(width=3)))
     if ceiling is not None:
         fig.add_hline(y=1 + ceiling, line_dash="dash", line_color="#444444",
@@ -74,8 +77,7 @@ def sweep_band_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Fig
     axis = rows[0]["axis"] if rows else "K"
     repeats = max((r["repeats"] for r in rows), default=1)
     efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens per target call (AR = 1)",
-                         f"hardware-free; mean of {repeats} seed(s) per point"
-                         + (", 95 % band shaded" if repeats > 1 else "") + f"; {THEORY_NOTE}")
+                         f"hardware-free; {_seeds(repeats)} per point; dotted: {THEORY}")
     speed = (speedup_figure({}, "", timed=False) if not timed else
              _figure(f"Wall-clock speedup vs AR as {axis} varies", axis, "tokens/s over AR's",
                      "one timed run per point (the first seed), on this server in this request: depends on the hardware"))

@@ -98,12 +98,11 @@ def mean_band(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[
     data = np.asarray([v for v in values if v is not None], dtype=float)
     if data.size == 0:
         return math.nan, None, None
+    if np.ptp(data) == 0:  # identical repeats (greedy decoding): the value, and a band that is the point
+        value = float(data[0])
+        return value, (value if data.size > 1 else None), (value if data.size > 1 else None)
     mean = float(data.mean())
-    if data.size < 2:
-        return mean, None, None
     sem = float(stats.sem(data))
-    if sem == 0:  # identical repeats (greedy decoding): the band is the point
-        return mean, mean, mean
     low, high = stats.t.interval(confidence, data.size - 1, loc=mean, scale=sem)
     return mean, float(low), float(high)
 

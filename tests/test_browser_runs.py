@@ -1,0 +1,42 @@
+"""Nothing lost, in a real browser (headless Chromium, Toy world): a budget that runs out mid-Compare
+leaves the methods that finished on screen, with a header saying where it stopped; an example
+runs Generate with the sidebar's settings and fills the explorer."""
+
+from __future__ import annotations
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from app_server import running_app
+from browser_kit import TIMEOUT, browser, count, open_tab, screenshots, scroll_to, wait_for  # noqa: F401
+from test_limits_and_faults import limits  # noqa: F401  (the server runs in this process: its limits are swapped)
+
+
+def test_a_budget_stop_leaves_partial_results_on_screen(browser, screenshots, limits):
+    # The up-front minimum for the defaults: AR's 40 iterations at 40 tokens and 7 drafted runs of at
+    # least 8 (6 methods and the coupled run, 5 tokens an iteration at L = 4); real runs take more.
+    limits(iterations=40 + 7 * 8)
+    with running_app(default_pair="toy", default_prompt="the cat") as url:
+        browser.get(url)
+        open_tab(browser, "Compare")
+        browser.find_element(By.CSS_SELECTOR, "#compare-button").click()
+        WebDriverWait(browser, TIMEOUT).until(lambda d: "stopped at" in d.find_element(By.ID, "compare-outputs").text,
+                                              message="the 'stopped at' header")
+        text = browser.find_element(By.ID, "compare-outputs").text
+        assert "Toy world" in text and "K = 2" in text and "seed 0" in text and "more than 96 decoding iterations" in text
+        assert 1 <= count(browser, "#compare-outputs .compare-column") < 6  # what finished, not all six
+        assert count(browser, "#compare-outputs span.tok") >= 40  # a finished method's whole text
+        wait_for(browser, "#compare-efficiency .js-plotly-plot")
+        assert not browser.find_elements(By.CSS_SELECTOR, ".toast-body.error")  # a note, not an error
+        scroll_to(browser, "#compare-outputs")
+        browser.save_screenshot(str(screenshots / "compare-stopped.png"))
+
+        open_tab(browser, "Generate")
+        example = next(e for e in browser.find_elements(By.CSS_SELECTOR, ".gallery-item, button.example, tr.tr-body")
+                       if "the cat" in e.text)
+        example.click()
+        WebDriverWait(browser, TIMEOUT).until(lambda d: "K = 2" in d.find_element(By.ID, "generate-metrics").text,
+                                              message="the example's run with the sidebar's K")
+        open_tab(browser, "Iteration explorer")
+        wait_for(browser, "#draft-grid tr.grid-row", at_least=2)  # the sidebar's K = 2 draft rows
+        assert count(browser, "#draft-grid tr.grid-row") == 2
