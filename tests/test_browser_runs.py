@@ -1,10 +1,11 @@
 """Nothing lost, in a real browser (headless Chromium, Toy world): a budget that runs out mid-Compare
 leaves the methods that finished on screen, with a header saying where it stopped; an example
-runs Generate with the sidebar's settings and fills the explorer."""
+runs Generate with the sidebar's settings and fills the explorer; L's maximum follows K."""
 
 from __future__ import annotations
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
@@ -40,3 +41,11 @@ def test_a_budget_stop_leaves_partial_results_on_screen(browser, screenshots, li
         open_tab(browser, "Iteration explorer")
         wait_for(browser, "#draft-grid tr.grid-row", at_least=2)  # the sidebar's K = 2 draft rows
         assert count(browser, "#draft-grid tr.grid-row") == 2
+
+        k_box = browser.find_element(By.CSS_SELECTOR, "#num-drafts input[type='number']")
+        k_box.clear()
+        k_box.send_keys("8", Keys.ENTER)  # K = 8: L may be at most 64 // 8 = 8 before any click
+        WebDriverWait(browser, TIMEOUT).until(
+            lambda d: d.find_element(By.CSS_SELECTOR, "#draft-length input[type='range']").get_attribute("max") == "8",
+            message="L's maximum following K")
+        assert "at most 8 at K = 8" in browser.find_element(By.ID, "draft-length").text

@@ -77,3 +77,14 @@ def test_stop_fills_the_explorer_with_the_iterations_so_far():
     assert slider["maximum"] == 4 and slider["interactive"] and grid.count('class="grid-row"') == 2
     assert details["iteration"] == 1
     assert app.fill_explorer_on_stop(None)[0] == gr.skip()  # nothing generated yet: nothing to fill
+
+
+def test_a_model_pair_says_it_is_loading_and_a_teaching_pair_does_not(monkeypatch):
+    said = []
+    real = app.get_pair
+    monkeypatch.setattr(app, "get_pair", lambda key, **kwargs: real("toy"))  # no model load in this test
+    app._prepare("default", "the cat", lambda value, desc=None: said.append(desc))
+    assert said == [app.LOADING_NOTE] and "about a minute the first time" in app.LOADING_NOTE
+    said.clear()
+    app._prepare("toy", "the cat", lambda value, desc=None: said.append(desc))
+    assert said == []
