@@ -32,23 +32,21 @@ from pathlib import Path
 import gradio as gr
 
 from components import caps, figures, visitors
-from components.caps import MAX_SWEEP_VALUES
 from components.about import about_markdown
+from components.band_figures import sweep_band_figures
+from components.caps import MAX_SWEEP_VALUES
+from components.compare_view import CompareView
 from components.grid import draft_grid_html
-from components.runs import (
-    MAX_REPEATS, ignored_settings, Stop, header_html, header_line, point_from_summaries, sweep_point, titled,
-)
-from components.band_figures import efficiency_band_figure, sweep_band_figures
+from components.runs import MAX_REPEATS, Stop, header_line, sweep_point
 from components.limits import LIMITS, Budget, BudgetSpent, ClientGone, check_fits, check_prompt_tokens, fewest_iterations
 from components.settings import (
     MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE, check_choice, check_flag, check_method, check_methods,
     check_pair_key, check_prompt, number, settings, shown,
 )
-from components.text import LOSSY_NOTE, metrics_line, provenance_html, side_by_side_html
+from components.text import LOSSY_NOTE, metrics_line, provenance_html
 from spectr_gbv import AUTOREGRESSIVE, METHODS
-from spectr_gbv.ceiling import run_ceiling
 from spectr_gbv.coupled import CoupledRun, coupled_steps
-from spectr_gbv.engine import decode_iterations, generate, generate_config, run_record
+from spectr_gbv.engine import decode_iterations, generate_config, run_record
 from spectr_gbv.fidelity import fidelity_result, fidelity_sample
 from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair
 from spectr_gbv.records import RunRecord
@@ -336,88 +334,6 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     yield view.outputs(pair_key, final=True)
 
 
-class CompareView:
-    """Compare's results so far and the outputs they make (texts: independent runs; charts: coupled ones when there)."""
-
-    def __init__(self, pair, prompt_ids, methods, base, coupled, seeds, timed):
-        self.pair, self.prompt_ids, self.methods, self.base = pair, prompt_ids, methods, base
-        self.coupled, self.seeds, self.timed = coupled, seeds, timed
-        self.ar: list[RunRecord] = []
-        self.runs: dict[str, list[RunRecord]] = {}
-        self.coupled_runs: list[CoupledRun] = []
-        self.stop: Stop | None = None
-
-    def planned(self) -> int:
-        return 1 + self.timed + len(self.methods) * len(self.seeds) + self.coupled * len(self.seeds)
-
-    def finished(self) -> int:
-        return len(self.ar) + sum(map(len, self.runs.values())) + len(self.coupled_runs)
-
-    def outputs(self, pair_key, final: bool = False) -> tuple:
-        pair, done = self.pair, [m for m in self.methods if len(self.runs.get(m, [])) == len(self.seeds)]
-        first = {m: self.runs[m][0] for m in done}
-        use_coupled = bool(self.coupled_runs)  # all seeds, or (stopped) the seeds whose coupled run finished
-        if use_coupled:
-            repeats = {m: [run.summary(m) for run in self.coupled_runs] for m in done}
-            theory = {m: (self.coupled_runs[0].accepted(m), self.coupled_runs[0].expected(m)) for m in done}
-        else:
-            repeats = {m: [run.summary() for run in self.runs[m]] for m in done}
-            theory = {m: ([it.num_accepted for it in first[m].iterations],
-                          None if first[m].mean_expected_accepted is None
-                          else [it.expected_accepted for it in first[m].iterations]) for m in done}
-        shown_summaries = [repeats[m][0] | ({} if use_coupled else
-                                            {"accepted_length_histogram": first[m].accepted_length_histogram}) for m in done]
-        ceiling = None
-        if final and done:
-            ceiling = run_ceiling(
-                pair.info.key, self.prompt_ids,
-                [s.emitted for s in self.coupled_runs[0].steps] if use_coupled else [it.emitted for it in first[done[0]].iterations],
-                self.base.config(done[0]))
-        ar_rate = None
-        if self.ar:
-            rates = [run.tokens_per_second for run in self.ar]
-            ar_rate = len(rates) / sum(1 / rate for rate in rates)
-        speedups = {m: first[m].tokens_per_second / ar_rate for m in done} if ar_rate else {}
-        phases = ({"ar": self.ar[0].phase_ms_per_token} if self.ar else {}) | {m: first[m].phase_ms_per_token for m in done}
-        points = {m: point_from_summaries(repeats[m]) for m in done}
-        extra = [f"{len(self.seeds)} seeds ({self.seeds[0]} to {self.seeds[-1]})" if len(self.seeds) > 1 else "",
-                 f"{self.base.max_new_tokens} tokens"]
-        header = header_line(pair.info.key, self.methods, self.base.num_drafts, self.base.draft_length,
-                             self.base.temperature, self.base.seed, [e for e in extra if e], self.stop)
-        if not final:
-            header += f"running: {len(done)} of {len(self.methods)} methods done"
-        device = str(getattr(pair.target, "device", "cpu"))
-        data = {
-            "pair": pair.info.key, "methods": self.methods, "coupled": self.coupled, "device": device,
-            "seeds": self.seeds, "stopped": self.stop.text() if self.stop else None, "finished_methods": done,
-            "ar": self.ar[0].summary() if self.ar else None,
-            "independent": [first[m].summary() | {"accepted_length_histogram": first[m].accepted_length_histogram}
-                            for m in done],
-            "speedup_vs_ar": speedups if self.timed else None,
-            "ms_per_token_by_phase": phases if self.timed else None,
-            "coupled_runs": [self.coupled_runs[0].summary(m) for m in done] if use_coupled else None,
-            "coupled_seeds": [run.config.seed for run in self.coupled_runs] if use_coupled else None,
-            "leader": self.coupled_runs[0].config.method if use_coupled else None,
-            "block_efficiency_over_seeds": points,
-            "ceiling_expected_accepted": ceiling,  # best any exact rule can do (teaching pairs only)
-        }
-        texts = {m: provenance_html(first[m], pair.token_text, legend=False) for m in done}
-        source = ("Texts and speedups: independent runs (first seed). Charts: "
-                  + ("coupled runs, the same drafts and random draws for every method." if use_coupled
-                     else "independent runs."))
-        return (
-            header_html(header) + f'<div class="compare-sources">{source}</div>'
-            + side_by_side_html(texts, {m: metrics_line(first[m]) for m in done}),
-            efficiency_band_figure(points, coupled=use_coupled, ceiling=ceiling),
-            titled(figures.histogram_figure(shown_summaries), use_coupled),
-            titled(figures.per_position_figure(shown_summaries), use_coupled),
-            titled(figures.calls_per_token_figure(shown_summaries), use_coupled),
-            figures.speedup_figure(speedups, device, phases, timed=self.timed),
-            titled(figures.theory_figure(theory), use_coupled),
-            data,
-        )
-
-
 def _ticker(budget: Budget):
     return lambda _record: budget.tick()
 
@@ -548,50 +464,6 @@ def _fidelity_outputs(pair, result, stop) -> tuple:
 # ------------------------------------------------------------------------------------------ UI
 
 
-def ignored_info(method, setting: str) -> str | None:
-    """The K or L slider's note when the Generate/Fidelity method ignores it."""
-    by = ignored_settings([method]).get(setting)
-    return f"ignored by {', '.join(by)} (Generate, Fidelity)" if by else None
-
-
-def draft_length_info(num_drafts, method) -> str:
-    cap = caps.max_draft_length(num_drafts)
-    note = f"at most {cap} at K = {int(num_drafts)} (K x L <= {LIMITS.block_tokens}, SPECTR_GBV_MAX_BLOCK_TOKENS)"
-    ignored = ignored_info(method, "L")
-    return f"{note}; {ignored}" if ignored else note
-
-
-def sweep_values_label(num_methods) -> str:
-    return f"Values (at most {caps.max_sweep_values(num_methods)} with {int(num_methods)} method(s))"
-
-
-def fidelity_runs_info(most: int) -> str:
-    return f"at most {most} for this pair and these settings"
-
-
-def _cap_controls(pair, method, num_drafts, draft_length, methods, values, num_runs, num_tokens) -> None:
-    """Cap the controls where the server would refuse (components.caps), as the other settings change."""
-
-    def cap_draft_length(k, m, length):
-        cap = caps.max_draft_length(k)
-        return gr.update(maximum=cap, value=min(int(length or 1), cap), info=draft_length_info(k, m))
-
-    def cap_runs(pair_key, m, length, tokens, n):
-        most = caps.max_fidelity_runs(pair_key, m, length, tokens)
-        return gr.update(maximum=most, value=min(int(n or most), most), info=fidelity_runs_info(most))
-
-    for control in (num_drafts, method):
-        control.change(cap_draft_length, [num_drafts, method, draft_length], draft_length, queue=False,
-                       show_progress="hidden", api_visibility="private")
-    method.change(lambda m: gr.update(info=ignored_info(m, "K")), method, num_drafts, queue=False,
-                  show_progress="hidden", api_visibility="private")
-    for control in (pair, method, draft_length, num_tokens):
-        control.change(cap_runs, [pair, method, draft_length, num_tokens, num_runs], num_runs, queue=False,
-                       show_progress="hidden", api_visibility="private")
-    methods.change(lambda chosen: gr.update(label=sweep_values_label(len(chosen or []) or 1)), methods, values,
-                   queue=False, show_progress="hidden", api_visibility="private")
-
-
 def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0][1]) -> gr.Blocks:
     """The whole app; the defaults let tests (and operators) open it on another pair."""
     with gr.Blocks(title="SpecTr-GBV Explorer") as demo:
@@ -606,9 +478,9 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                                + (" This server also accepts 'TARGET, DRAFT' (hub ids or folders)." if LIMITS.allow_any_model else ""))
             method = gr.Dropdown(METHOD_CHOICES, value=DEFAULT_METHOD, label="Method (Generate, Fidelity)")
             num_drafts = gr.Slider(1, MAX_DRAFTS, value=2, step=1, label="K (drafts)",  # make bench: K = 2, L = 4 pays on a CPU
-                                   info=ignored_info(DEFAULT_METHOD, "K"), elem_id="num-drafts")
+                                   info=caps.ignored_info(DEFAULT_METHOD, "K"), elem_id="num-drafts")
             draft_length = gr.Slider(1, caps.max_draft_length(2), value=4, step=1, label="L (draft length)",
-                                     info=draft_length_info(2, DEFAULT_METHOD), elem_id="draft-length")
+                                     info=caps.draft_length_info(2, DEFAULT_METHOD), elem_id="draft-length")
             temperature = gr.Slider(0, MAX_TEMPERATURE, value=0.7, step=0.05, label="T (temperature)", info="0 = greedy")
             max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=40, step=1, label="Max new tokens")
             seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", info="Same settings + seed = same tokens")
@@ -656,7 +528,7 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
             with gr.Tab("Sweep", id="sweep"):
                 with gr.Row():
                     axis = gr.Radio(list(AXES), value="K", label="Sweep over")
-                    values = gr.Textbox(value="1, 2, 4, 8", label=sweep_values_label(len(DEFAULT_COMPARE)),
+                    values = gr.Textbox(value="1, 2, 4, 8", label=caps.sweep_values_label(len(DEFAULT_COMPARE)),
                                         elem_id="sweep-values")
                     sweep_repeats = gr.Number(value=1, precision=0, minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
                                               info="seeds per point: mean and 95 % band", elem_id="sweep-repeats")
@@ -673,7 +545,7 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                 with gr.Row():
                     most_runs = caps.max_fidelity_runs(default_pair, DEFAULT_METHOD, 4, 3)
                     num_runs = gr.Slider(caps.FIDELITY_MIN_RUNS, most_runs, value=min(500, most_runs), step=1,
-                                         label="Runs N", info=fidelity_runs_info(most_runs), elem_id="fidelity-runs")
+                                         label="Runs N", info=caps.fidelity_runs_info(most_runs), elem_id="fidelity-runs")
                     num_tokens = gr.Slider(1, 3, value=3, step=1, label="First tokens compared")
                     fidelity_button = gr.Button("Check fidelity", variant="primary", elem_id="fidelity-button")
                 fidelity_header = gr.Markdown(elem_id="fidelity-header")
@@ -700,7 +572,7 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
         # explorer with the iterations decoded so far.
         stop_button.click(fill_explorer_on_stop, [run_state], [metrics_md, iteration, *explorer_outputs],
                           cancels=[generating, from_example], api_visibility="private")
-        _cap_controls(pair, method, num_drafts, draft_length, methods, values, num_runs, num_tokens)
+        caps.cap_controls(pair, method, num_drafts, draft_length, methods, values, num_runs, num_tokens)
         iteration.release(show_iteration, [run_state, iteration], explorer_outputs, api_visibility="private")
         previous_button.click(functools.partial(step_iteration, delta=-1), [run_state, iteration], [iteration, *explorer_outputs],
                               api_visibility="private")

@@ -9,11 +9,14 @@ tokens needs at least ceil(n / (L + 1)) iterations), a model pair may stop after
 
 from __future__ import annotations
 
+import gradio as gr
+
 from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.pairs import PAIRS, TOY_KEY, TWO_TOKEN_KEY
 
 from . import limits as limits_module
 from .limits import fewest_iterations
+from .runs import ignored_settings
 from .settings import MAX_DRAFT_LENGTH
 
 MAX_SWEEP_VALUES = 8
@@ -49,3 +52,50 @@ def max_fidelity_runs(pair_key, method, draft_length, num_tokens, limits=None) -
 def max_sweep_values(num_methods, limits=None) -> int:
     """How many values a sweep may have with this many methods (SPECTR_GBV_MAX_SWEEP_RUNS = methods x values)."""
     return max(1, min(MAX_SWEEP_VALUES, _limits(limits).sweep_runs // max(int(num_methods or 1), 1)))
+
+
+# ------------------------------------------------------------------ the controls' notes and caps
+
+
+def ignored_info(method, setting: str) -> str | None:
+    """The K or L slider's note when the Generate/Fidelity method ignores it."""
+    by = ignored_settings([method]).get(setting)
+    return f"ignored by {', '.join(by)} (Generate, Fidelity)" if by else None
+
+
+def draft_length_info(num_drafts, method) -> str:
+    cap = max_draft_length(num_drafts)
+    note = f"at most {cap} at K = {int(num_drafts or 1)} (K x L <= {_limits(None).block_tokens}, SPECTR_GBV_MAX_BLOCK_TOKENS)"
+    ignored = ignored_info(method, "L")
+    return f"{note}; {ignored}" if ignored else note
+
+
+def sweep_values_label(num_methods) -> str:
+    return f"Values (at most {max_sweep_values(num_methods)} with {int(num_methods or 1)} method(s))"
+
+
+def fidelity_runs_info(most: int) -> str:
+    return f"at most {most} for this pair and these settings"
+
+
+def cap_controls(pair, method, num_drafts, draft_length, methods, values, num_runs, num_tokens) -> None:
+    """Cap the controls where the server would refuse (components.caps), as the other settings change."""
+
+    def cap_draft_length(k, m, length):
+        cap = max_draft_length(k)
+        return gr.update(maximum=cap, value=min(int(length or 1), cap), info=draft_length_info(k, m))
+
+    def cap_runs(pair_key, m, length, tokens, n):
+        most = max_fidelity_runs(pair_key, m, length, tokens)
+        return gr.update(maximum=most, value=min(int(n or most), most), info=fidelity_runs_info(most))
+
+    for control in (num_drafts, method):
+        control.change(cap_draft_length, [num_drafts, method, draft_length], draft_length, queue=False,
+                       show_progress="hidden", api_visibility="private")
+    method.change(lambda m: gr.update(info=ignored_info(m, "K")), method, num_drafts, queue=False,
+                  show_progress="hidden", api_visibility="private")
+    for control in (pair, method, draft_length, num_tokens):
+        control.change(cap_runs, [pair, method, draft_length, num_tokens, num_runs], num_runs, queue=False,
+                       show_progress="hidden", api_visibility="private")
+    methods.change(lambda chosen: gr.update(label=sweep_values_label(len(chosen or []) or 1)), methods, values,
+                   queue=False, show_progress="hidden", api_visibility="private")

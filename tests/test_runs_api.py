@@ -147,7 +147,7 @@ def test_sweep_values_are_capped_by_the_number_of_methods(client):
         assert accepted is None, accepted
         refused = error_of(client, "toy", "the", methods[:n], "K", values(cap + 1), 2, 2, 0.7, 1, 0, 1, api_name="/sweep")
         assert refused is not None and REFUSED.search(refused), refused
-    assert app.sweep_values_label(3) == f"Values (at most {caps.max_sweep_values(3)} with 3 method(s))"
+    assert caps.sweep_values_label(3) == f"Values (at most {caps.max_sweep_values(3)} with 3 method(s))"
 
 
 @pytest.mark.parametrize("pair", ["toy", "two-token", "default"])
