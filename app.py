@@ -37,8 +37,8 @@ from components.band_figures import sweep_band_figures
 from components.caps import MAX_SWEEP_VALUES
 from components.compare_view import CompareView
 from components.grid import draft_grid_html
-from components.runs import MAX_REPEATS, Stop, header_line, sweep_point
 from components.limits import LIMITS, Budget, BudgetSpent, ClientGone, check_fits, check_prompt_tokens, fewest_iterations
+from components.runs import MAX_REPEATS, Stop, header_line, sweep_point
 from components.settings import (
     MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE, check_choice, check_flag, check_method, check_methods,
     check_pair_key, check_prompt, number, settings, shown,
@@ -313,7 +313,7 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
                 progress((1 + i * repeats + r) / steps, desc=f"{METHODS[method].label}, seed {one_seed}")
                 config = dataclasses.replace(base.config(method), seed=one_seed)
                 view.runs.setdefault(method, []).append(generate_config(pair.target, pair.draft, prompt_ids, config, tick))
-            yield view.outputs(pair_key)
+            yield view.outputs()
         if timed:  # AR again after the methods: a machine that drifted during the request shows in both
             progress((steps - repeats * coupled - 1) / steps, desc="AR baseline, again")
             view.ar.append(generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False),
@@ -331,7 +331,7 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
         if not view.runs:
             raise
         view.stop = Stop(view.finished(), view.planned(), "runs", str(error))
-    yield view.outputs(pair_key, final=True)
+    yield view.outputs(final=True)
 
 
 def _ticker(budget: Budget):

@@ -24,8 +24,8 @@ class CompareView:
         self.pair, self.prompt_ids, self.methods, self.base = pair, prompt_ids, methods, base
         self.coupled, self.seeds, self.timed = coupled, seeds, timed
         self.ar: list[RunRecord] = []
-        self.runs: dict[str, list[RunRecord]] = {}
-        self.coupled_runs: list[CoupledRun] = []
+        self.runs: dict[str, list[RunRecord]] = {}  # per method, one run per seed
+        self.coupled_runs: list[CoupledRun] = []  # one per seed
         self.stop: Stop | None = None
 
     def planned(self) -> int:
@@ -34,39 +34,61 @@ class CompareView:
     def finished(self) -> int:
         return len(self.ar) + sum(map(len, self.runs.values())) + len(self.coupled_runs)
 
-    def outputs(self, pair_key, final: bool = False) -> tuple:
-        pair, done = self.pair, [m for m in self.methods if len(self.runs.get(m, [])) == len(self.seeds)]
+    def done(self) -> list[str]:
+        """The methods whose runs (every seed) have finished, in the order asked for."""
+        return [m for m in self.methods if len(self.runs.get(m, [])) == len(self.seeds)]
+
+    def chart_summaries(self, done: list[str]) -> dict[str, list[dict]]:
+        """Per method, one summary per seed: of the coupled runs when there are any, else of the independent runs."""
+        if self.coupled_runs:
+            return {m: [run.summary(m) for run in self.coupled_runs] for m in done}
+        return {m: [run.summary() | {"accepted_length_histogram": run.accepted_length_histogram}
+                    for run in self.runs[m]] for m in done}
+
+    def theory_series(self, done: list[str]) -> dict:
+        """Measured and expected accepted counts per iteration, of the first seed's run (for the theory chart)."""
+        if self.coupled_runs:
+            return {m: (self.coupled_runs[0].accepted(m), self.coupled_runs[0].expected(m)) for m in done}
         first = {m: self.runs[m][0] for m in done}
-        use_coupled = bool(self.coupled_runs)  # all seeds, or (stopped) the seeds whose coupled run finished
-        if use_coupled:
-            repeats = {m: [run.summary(m) for run in self.coupled_runs] for m in done}
-            theory = {m: (self.coupled_runs[0].accepted(m), self.coupled_runs[0].expected(m)) for m in done}
-        else:
-            repeats = {m: [run.summary() for run in self.runs[m]] for m in done}
-            theory = {m: ([it.num_accepted for it in first[m].iterations],
-                          None if first[m].mean_expected_accepted is None
-                          else [it.expected_accepted for it in first[m].iterations]) for m in done}
-        shown_summaries = [repeats[m][0] | ({} if use_coupled else
-                                            {"accepted_length_histogram": first[m].accepted_length_histogram}) for m in done]
-        ceiling = None
-        if final and done:
-            ceiling = run_ceiling(
-                pair.info.key, self.prompt_ids,
-                [s.emitted for s in self.coupled_runs[0].steps] if use_coupled else [it.emitted for it in first[done[0]].iterations],
-                self.base.config(done[0]))
-        ar_rate = None
-        if self.ar:
-            rates = [run.tokens_per_second for run in self.ar]
-            ar_rate = len(rates) / sum(1 / rate for rate in rates)
-        speedups = {m: first[m].tokens_per_second / ar_rate for m in done} if ar_rate else {}
-        phases = ({"ar": self.ar[0].phase_ms_per_token} if self.ar else {}) | {m: first[m].phase_ms_per_token for m in done}
-        points = {m: point_from_summaries(repeats[m]) for m in done}
-        extra = [f"{len(self.seeds)} seeds ({self.seeds[0]} to {self.seeds[-1]})" if len(self.seeds) > 1 else "",
-                 f"{self.base.max_new_tokens} tokens"]
-        header = header_line(pair.info.key, self.methods, self.base.num_drafts, self.base.draft_length,
-                             self.base.temperature, self.base.seed, [e for e in extra if e], self.stop)
+        return {m: ([it.num_accepted for it in first[m].iterations],
+                    None if first[m].mean_expected_accepted is None
+                    else [it.expected_accepted for it in first[m].iterations]) for m in done}
+
+    def ceiling(self, done: list[str]) -> float | None:
+        """The best any exact rule could do at the contexts of the charts' first run (teaching pairs only)."""
+        emitted = ([s.emitted for s in self.coupled_runs[0].steps] if self.coupled_runs
+                   else [it.emitted for it in self.runs[done[0]][0].iterations])
+        return run_ceiling(self.pair.info.key, self.prompt_ids, emitted, self.base.config(done[0]))
+
+    def speedups(self, done: list[str]) -> dict[str, float]:
+        """tokens/s of each method's first run over AR's (harmonic mean of the AR runs before and after)."""
+        if not self.ar:
+            return {}
+        ar_rate = len(self.ar) / sum(1 / run.tokens_per_second for run in self.ar)
+        return {m: self.runs[m][0].tokens_per_second / ar_rate for m in done}
+
+    def header(self, done: list[str], final: bool) -> str:
+        seeds = [f"{len(self.seeds)} seeds ({self.seeds[0]} to {self.seeds[-1]})"] if len(self.seeds) > 1 else []
+        line = header_line(self.pair.info.key, self.methods, self.base.num_drafts, self.base.draft_length,
+                           self.base.temperature, self.base.seed, seeds + [f"{self.base.max_new_tokens} tokens"],
+                           self.stop)
         if not final:
-            header += f"running: {len(done)} of {len(self.methods)} methods done"
+            line += f"running: {len(done)} of {len(self.methods)} methods done"
+        sources = ("Texts and speedups: independent runs (first seed). Charts: "
+                   + ("coupled runs, the same drafts and random draws for every method." if self.coupled_runs
+                      else "independent runs."))
+        return header_html(line) + f'<div class="compare-sources">{sources}</div>'
+
+    def outputs(self, final: bool = False) -> tuple:
+        """Compare's eight outputs: side by side texts, six charts, the data."""
+        pair, done, coupled = self.pair, self.done(), bool(self.coupled_runs)
+        first = {m: self.runs[m][0] for m in done}
+        repeats = self.chart_summaries(done)
+        shown = [repeats[m][0] for m in done]  # the charts of distributions: the first seed's run
+        points = {m: point_from_summaries(repeats[m]) for m in done}
+        ceiling = self.ceiling(done) if final and done else None
+        speedups = self.speedups(done)
+        phases = ({"ar": self.ar[0].phase_ms_per_token} if self.ar else {}) | {m: first[m].phase_ms_per_token for m in done}
         device = str(getattr(pair.target, "device", "cpu"))
         data = {
             "pair": pair.info.key, "methods": self.methods, "coupled": self.coupled, "device": device,
@@ -76,24 +98,20 @@ class CompareView:
                             for m in done],
             "speedup_vs_ar": speedups if self.timed else None,
             "ms_per_token_by_phase": phases if self.timed else None,
-            "coupled_runs": [self.coupled_runs[0].summary(m) for m in done] if use_coupled else None,
-            "coupled_seeds": [run.config.seed for run in self.coupled_runs] if use_coupled else None,
-            "leader": self.coupled_runs[0].config.method if use_coupled else None,
+            "coupled_runs": [self.coupled_runs[0].summary(m) for m in done] if coupled else None,
+            "coupled_seeds": [run.config.seed for run in self.coupled_runs] if coupled else None,
+            "leader": self.coupled_runs[0].config.method if coupled else None,
             "block_efficiency_over_seeds": points,
             "ceiling_expected_accepted": ceiling,  # best any exact rule can do (teaching pairs only)
         }
         texts = {m: provenance_html(first[m], pair.token_text, legend=False) for m in done}
-        source = ("Texts and speedups: independent runs (first seed). Charts: "
-                  + ("coupled runs, the same drafts and random draws for every method." if use_coupled
-                     else "independent runs."))
         return (
-            header_html(header) + f'<div class="compare-sources">{source}</div>'
-            + side_by_side_html(texts, {m: metrics_line(first[m]) for m in done}),
-            efficiency_band_figure(points, coupled=use_coupled, ceiling=ceiling),
-            titled(figures.histogram_figure(shown_summaries), use_coupled),
-            titled(figures.per_position_figure(shown_summaries), use_coupled),
-            titled(figures.calls_per_token_figure(shown_summaries), use_coupled),
+            self.header(done, final) + side_by_side_html(texts, {m: metrics_line(first[m]) for m in done}),
+            efficiency_band_figure(points, coupled=coupled, ceiling=ceiling),
+            titled(figures.histogram_figure(shown), coupled),
+            titled(figures.per_position_figure(shown), coupled),
+            titled(figures.calls_per_token_figure(shown), coupled),
             figures.speedup_figure(speedups, device, phases, timed=self.timed),
-            titled(figures.theory_figure(theory), use_coupled),
+            titled(figures.theory_figure(self.theory_series(done)), coupled),
             data,
         )
