@@ -88,3 +88,33 @@ def test_a_model_pair_says_it_is_loading_and_a_teaching_pair_does_not(monkeypatc
     said.clear()
     app._prepare("toy", "the cat", lambda value, desc=None: said.append(desc))
     assert said == []
+
+
+def test_sweep_charts_start_at_ar_and_draw_the_band_and_the_theory_per_method():
+    from components.band_figures import method_colour, sweep_band_figures
+    from components.runs import sweep_point
+    from spectr_gbv.config import DecodeConfig
+    from spectr_gbv.pairs import get_pair
+    from spectr_gbv.sweep import sweep
+
+    pair = get_pair("toy")
+    rows = sweep(pair.target, pair.draft, pair.encode("the cat"), ["spectr_gbv", "spectr_gbv_released"], "K", [1, 3],
+                 DecodeConfig(max_new_tokens=15, temperature=1.0), repeats=3)
+    efficiency, speed = sweep_band_figures([sweep_point(r) for r in rows], timed=False)
+    traces = {t.name: t for t in efficiency.data}
+    assert efficiency.layout.yaxis.range[0] == 1 and "3 seeds" in efficiency.layout.title.subtitle.text
+    for method, label in (("spectr_gbv", "SpecTr-GBV"), ("spectr_gbv_released", "SpecTr-GBV as released (lossy)")):
+        measured, band = traces[label], traces[f"{label} 95 % band"]
+        assert measured.line.color == band.fillcolor == method_colour(method)
+        assert len(band.x) == 4  # the band's outline: up the highs, back down the lows
+        if app.METHODS[method].expected_accepted is None:  # a rule without a theory of E[tau | drafts] gets no line
+            assert f"{label} theory" not in traces
+            continue
+        theory = traces[f"{label} theory"]
+        mine = [r for r in rows if r["method"] == method]
+        assert theory.line.dash == "dot" and theory.line.color == method_colour(method)
+        assert list(theory.y) == pytest.approx([sweep_point(r)["theory_acceptance_length"] for r in mine])
+    assert traces["SpecTr-GBV as released (lossy)"].line.dash == "dash" and traces["SpecTr-GBV"].line.dash is None
+    assert not speed.data  # the Toy world's timings mean nothing: no speed lines
+    one = sweep_band_figures([sweep_point(r) | {"band_low": None, "band_high": None} for r in rows], timed=False)[0]
+    assert not any("band" in (t.name or "") for t in one.data)  # one seed: no band drawn
