@@ -27,7 +27,7 @@ def method_colour(method: str) -> str:
 
 
 def _seeds(repeats: int) -> str:
-    return f"mean of {repeats} seeds, 95 % band" if repeats > 1 else "one seed (Repeats > 1 gives a band)"
+    return f"mean of {repeats} seeds ± 95 % band" if repeats > 1 else "one seed (Repeats > 1: a band)"
 
 
 def _upper(points: Sequence[dict]) -> float:
@@ -49,7 +49,7 @@ def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: floa
     kind = "same drafts and draws for every method" if coupled else "same seeds for every method"
     title = "Block efficiency, coupled runs" if coupled else "Block efficiency, independent runs"
     fig = _figure(title, "", "tokens per target call (AR = 1)",
-                  f"{kind}; {_seeds(repeats)}; line: {THEORY}")
+                  f"{kind}; {_seeds(repeats)}; black line: theory")
     labels = [method_label(m) for m in points]
     fig.add_bar(name="measured (mean)", x=labels, y=[p["mean_block_efficiency"] for p in points.values()],
                 marker_color=[method_colour(m) for m in points], hovertext=[_band_text(p) for p in points.values()],
@@ -77,7 +77,7 @@ def sweep_band_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Fig
     axis = rows[0]["axis"] if rows else "K"
     repeats = max((r["repeats"] for r in rows), default=1)
     efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens per target call (AR = 1)",
-                         f"hardware-free; {_seeds(repeats)} per point; dotted: {THEORY}")
+                         f"hardware-free; {_seeds(repeats)}; dotted: theory")
     speed = (speedup_figure({}, "", timed=False) if not timed else
              _figure(f"Wall-clock speedup vs AR as {axis} varies", axis, "tokens/s over AR's",
                      "one timed run per point (the first seed), on this server in this request: depends on the hardware"))
@@ -88,14 +88,14 @@ def sweep_band_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Fig
         if banded:
             efficiency.add_scatter(x=[r["value"] for r in banded] + [r["value"] for r in reversed(banded)],
                                    y=[r["band_high"] for r in banded] + [r["band_low"] for r in reversed(banded)],
-                                   fill="toself", fillcolor=colour, opacity=0.2, line=dict(width=0), hoverinfo="skip",
+                                   fill="toself", fillcolor=colour, opacity=0.15, line=dict(width=0), hoverinfo="skip",
                                    name=f"{name} 95 % band", showlegend=False, legendgroup=method)
         efficiency.add_scatter(name=name, x=xs, y=[r["mean_block_efficiency"] for r in mine], mode="lines+markers",
                                line=dict(color=colour, dash="dash" if not METHODS[method].exact else None),
                                hovertext=[_band_text(r) for r in mine], legendgroup=method)
         theory = [r for r in mine if r.get("theory_acceptance_length") is not None]
         if theory:
-            efficiency.add_scatter(name=f"{name} theory", x=[r["value"] for r in theory],
+            efficiency.add_scatter(name=f"{name} theory", x=[r["value"] for r in theory], hovertext=THEORY,
                                    y=[r["theory_acceptance_length"] for r in theory], mode="lines",
                                    line=dict(color=colour, dash="dot", width=1.5), legendgroup=method, showlegend=False)
         if timed:
