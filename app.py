@@ -38,7 +38,7 @@ from components.caps import MAX_SWEEP_VALUES
 from components.compare_view import CompareView
 from components.grid import draft_grid_html
 from components.limits import LIMITS, Budget, BudgetSpent, ClientGone, check_fits, check_prompt_tokens, fewest_iterations
-from components.runs import MAX_REPEATS, Stop, header_line, sweep_point
+from components.runs import MAX_REPEATS, STOPS, Stop, header_line, sweep_point
 from components.settings import (
     MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE, check_choice, check_flag, check_method, check_methods,
     check_pair_key, check_prompt, number, settings, shown,
@@ -213,10 +213,13 @@ def _add_display_strings(texts: dict[int, str], it, token_text) -> dict[int, str
 @gpu.on_gpu(gpu.generate_cost)
 @user_errors
 def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed,
-                    progress=gr.Progress()):
-    """Stream the output iteration by iteration; at the end, or when the budget stops it, fill the explorer.
+                    progress=gr.Progress(), request: gr.Request = None):
+    """Stream the output iteration by iteration; at the end, or when the budget or Stop ends it, fill the explorer.
 
-    Every step also stores the run so far (run_state), so Stop can fill the explorer from it."""
+    Every step also stores the run so far (run_state), so a Stop that cancels the run (ZeroGPU)
+    can fill the explorer from it."""
+    session = getattr(request, "session_hash", None)
+    STOPS.take(session)  # a Stop pressed before this run does not end it
     pair, prompt_ids = _prepare(pair_key, prompt, progress)
     method = check_method(method)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
@@ -237,6 +240,9 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
                      "total": config.max_new_tokens}
             yield (provenance_html(partial, pair.token_text), header_line(**heading) + metrics_line(partial),
                    gr.skip(), state, gr.skip(), gr.skip(), gr.skip(), gr.skip())
+            if STOPS.take(session):
+                stop = Stop(produced, config.max_new_tokens, "tokens", "you pressed Stop")
+                break
     except BudgetSpent as error:
         if not iterations:
             raise
@@ -255,6 +261,11 @@ def _explorer_start(state: dict | None) -> tuple:
     n = len(state["record"].iterations) if state else 0
     slider = gr.update(minimum=1, maximum=max(n, 2), value=1, step=1, interactive=n > 1)
     return slider, *_explorer_outputs(state, 1)
+
+
+def ask_to_stop(request: gr.Request = None):
+    """Stop: this session's streaming run ends at its next iteration, with the explorer filled."""
+    STOPS.ask(getattr(request, "session_hash", None))
 
 
 def fill_explorer_on_stop(state):
@@ -568,10 +579,15 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
         from_example = examples.load_input_event.then(
             generate_stream, [pair, prompt, method, *settings_inputs], generate_outputs,
             concurrency_id="models", preprocess=False, api_visibility="private")
-        # Stop cancels this session's streaming run only (the session stays usable) and fills the
-        # explorer with the iterations decoded so far.
-        stop_button.click(fill_explorer_on_stop, [run_state], [metrics_md, iteration, *explorer_outputs],
-                          cancels=[generating, from_example], api_visibility="private")
+        # Stop ends this session's streaming run only (the session stays usable), and the explorer
+        # shows the iterations decoded so far. Here the run sees the request at its next iteration
+        # and ends itself; a run in a ZeroGPU worker cannot, so there the event is cancelled and
+        # the explorer filled from the last stored state.
+        if gpu.ON_ZEROGPU:
+            stop_button.click(fill_explorer_on_stop, [run_state], [metrics_md, iteration, *explorer_outputs],
+                              cancels=[generating, from_example], api_visibility="private")
+        else:
+            stop_button.click(ask_to_stop, None, None, queue=False, api_visibility="private")
         caps.cap_controls(pair, method, num_drafts, draft_length, methods, values, num_runs, num_tokens)
         iteration.release(show_iteration, [run_state, iteration], explorer_outputs, api_visibility="private")
         previous_button.click(functools.partial(step_iteration, delta=-1), [run_state, iteration], [iteration, *explorer_outputs],

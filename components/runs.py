@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import math
 import re
+import threading
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -132,3 +133,31 @@ def titled(figure, coupled: bool):
     """Say in a figure's title whether its numbers come from coupled or from independent runs."""
     figure.update_layout(title_text=f"{figure.layout.title.text} ({'coupled' if coupled else 'independent'} runs)")
     return figure
+
+
+class StopRequests:
+    """Sessions whose visitor pressed Stop: their streaming run ends at its next step, normally.
+
+    A cooperative stop instead of cancelling the event: the run itself yields its last output
+    (the tokens so far, the explorer filled, the note), so nothing races the cancellation and no
+    error badge is drawn over the output. Only a run in this process sees it (not a ZeroGPU worker)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._sessions: set[str] = set()
+
+    def ask(self, session: str | None) -> None:
+        if session:
+            with self._lock:
+                self._sessions.add(session)
+
+    def take(self, session: str | None) -> bool:
+        """Whether this session asked to stop (and forget the request)."""
+        with self._lock:
+            if session in self._sessions:
+                self._sessions.discard(session)
+                return True
+            return False
+
+
+STOPS = StopRequests()

@@ -66,7 +66,8 @@ def test_the_sliders_start_at_their_caps(limits):
     assert caps.ignored_info("sd", "K") and caps.ignored_info("ar", "L") and not caps.ignored_info("spectr", "L")
 
 
-def test_stop_fills_the_explorer_with_the_iterations_so_far():
+def test_a_cancelling_stop_fills_the_explorer_with_the_iterations_so_far():
+    """On ZeroGPU Stop cancels the run (its worker cannot see the request) and fills the explorer from the state."""
     steps = app.generate_stream("toy", "the cat", "spectr_gbv", 2, 3, 0.8, 60, 0)
     for _ in range(4):  # four iterations streamed, then the visitor presses Stop
         *_, state, _slider, _grid, _plot, _details = next(steps)
@@ -118,3 +119,21 @@ def test_sweep_charts_start_at_ar_and_draw_the_band_and_the_theory_per_method():
     assert not speed.data  # the Toy world's timings mean nothing: no speed lines
     one = sweep_band_figures([sweep_point(r) | {"band_low": None, "band_high": None} for r in rows], timed=False)[0]
     assert not any("band" in (t.name or "") for t in one.data)  # one seed: no band drawn
+
+
+def test_stop_ends_the_run_at_its_next_iteration_with_the_explorer_filled():
+    class Visitor:  # what Gradio hands the handler as its gr.Request
+        session_hash = "stop-test-session"
+
+    app.ask_to_stop(Visitor())  # pressed before the run: it does not end the next run
+    steps = app.generate_stream("toy", "the cat", "spectr_gbv", 2, 3, 0.8, 60, 0, request=Visitor())
+    for _ in range(3):
+        html, *_ = next(steps)
+    app.ask_to_stop(Visitor())
+    html, line, data, state, slider, grid, _plot, details = next(steps)  # no further iteration: the last output
+    assert data["stopped"] == f"stopped at {data['new_tokens']} / 60 tokens: you pressed Stop"
+    assert data["target_calls"] == 3 and html.count('class="tok ') == data["new_tokens"] < 60
+    assert "you pressed Stop" in line and slider["maximum"] == 3 and grid.count('class="grid-row"') == 2
+    assert details["iteration"] == 1 and len(state["record"].iterations) == 3
+    with pytest.raises(StopIteration):
+        next(steps)
