@@ -1,6 +1,6 @@
-"""Nothing lost, numbers to quote: the header every output carries, budget stops, repeat statistics.
+"""Nothing lost, numbers to quote: the header every output carries, budget stops, repeat statistics, Stop.
 
-Pure helpers for the app's streaming handlers. A handler yields its outputs after every
+Helpers for the app's streaming handlers (pure, but for the sessions' Stop requests, `STOPS`). A handler yields its outputs after every
 finished piece of work (a method, a sweep point, a chunk of fidelity runs); when its budget
 stops it (`components.limits.BudgetSpent`) it yields once more what finished, with the
 header saying what was stopped and why, instead of raising over the output. Repeats (seeds
