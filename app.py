@@ -26,31 +26,35 @@ import dataclasses
 import functools
 import html
 import logging
+import math
 from pathlib import Path
 
 import gradio as gr
 
-from components import figures, screens, share, visitors
+from components import caps, figures, screens, share, visitors
 from components.about import about_markdown
+from components.band_figures import sweep_band_figures
+from components.caps import MAX_SWEEP_VALUES
+from components.compare_view import CompareView
 from components.explorer_js import GRID_JS, OUTPUT_JS, PRESENTATION_JS
 from components.grid import draft_grid_html
 from components.lesson import build_lesson
-from components.limits import LIMITS, Budget, ClientGone, check_fits, check_prompt_tokens, fewest_iterations
+from components.limits import LIMITS, Budget, BudgetSpent, ClientGone, check_fits, check_prompt_tokens, fewest_iterations
 from components.playground import build_playground
+from components.runs import MAX_REPEATS, STOPS, Stop, header_line, sweep_point
 from components.settings import (
     MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE, check_choice, check_flag, check_method, check_methods,
     check_pair_key, check_prompt, number, settings, shown,
 )
-from components.text import LOSSY_NOTE, metrics_line, provenance_html, side_by_side_html
+from components.text import LOSSY_NOTE, metrics_line, provenance_html
 from components.words import how_to_read, shown_expected, shown_h
 from spectr_gbv import AUTOREGRESSIVE, METHODS
-from spectr_gbv.ceiling import run_ceiling
 from spectr_gbv.coupled import CoupledRun, coupled_steps
-from spectr_gbv.engine import decode_iterations, generate, generate_config, run_record
-from spectr_gbv.fidelity import fidelity
+from spectr_gbv.engine import decode_iterations, generate_config, run_record
+from spectr_gbv.fidelity import fidelity_result, fidelity_sample
 from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair
 from spectr_gbv.records import RunRecord
-from spectr_gbv.sweep import AXES, sweep
+from spectr_gbv.sweep import AXES, iter_sweep
 
 ASSETS = Path(__file__).parent / "assets"
 LOG = logging.getLogger("spectr_gbv.app")
@@ -71,7 +75,6 @@ EXAMPLES = [
     [TOY_KEY, "the cat"],
     [TWO_TOKEN_KEY, "A"],
 ]
-MAX_SWEEP_VALUES = 8
 MAX_UPLOAD_BYTES = 1  # the app has no file input: Gradio's upload route refuses anything bigger
 
 
@@ -158,8 +161,14 @@ def _release_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def _prepare(pair_key, prompt):
-    pair = get_pair(check_pair_key(pair_key), allow_custom=LIMITS.allow_any_model)
+LOADING_NOTE = "loading the model (about a minute the first time)"
+
+
+def _prepare(pair_key, prompt, progress=None):
+    key = check_pair_key(pair_key)
+    if progress is not None and not caps.is_teaching_pair(key):  # a model pair may load now: say so while it does
+        progress(0, desc=LOADING_NOTE)
+    pair = get_pair(key, allow_custom=LIMITS.allow_any_model)
     prompt_ids = pair.encode(check_prompt(prompt))
     check_prompt_tokens(len(prompt_ids))
     return pair, prompt_ids
@@ -196,40 +205,81 @@ def _explorer_outputs(state: dict | None, index) -> tuple:
     return draft_grid_html(it, token_text, record.config.method), figure, details
 
 
-def _display_strings(record: RunRecord, token_text) -> dict[int, str]:
-    """Display string of every token id the explorer can show for this run (drafts, finals, top lists)."""
-    ids: set[int] = set()
-    for it in record.iterations:
-        ids.add(it.final_token)
-        ids.update(top.token for top in it.final_top)
-        ids.update(token for row in it.draft_tokens for token in row)
-    ordered = sorted(ids)
-    return dict(zip(ordered, token_text(ordered)))
+def _add_display_strings(texts: dict[int, str], it, token_text) -> dict[int, str]:
+    """Add the display strings of every token id the explorer can show for iteration `it` (drafts, final, top list)."""
+    ids = {it.final_token, *(top.token for top in it.final_top), *(t for row in it.draft_tokens for t in row)}
+    new = sorted(ids - texts.keys())
+    texts.update(zip(new, token_text(new)) if new else ())
+    return texts
 
 
 @visitors.served(translate_error)
 @gpu.on_gpu(gpu.generate_cost)
 @user_errors
 def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed,
-                    progress=gr.Progress()):
-    """Stream the output iteration by iteration; at the end, fill the iteration explorer."""
-    pair, prompt_ids = _prepare(pair_key, prompt)
-    config = settings(num_drafts, draft_length, temperature, max_new_tokens, seed).config(check_method(method))
-    iterations, produced, budget = [], 0, Budget()
+                    progress=gr.Progress(), request: gr.Request = None):
+    """Stream the output iteration by iteration; at the end, or when the budget or Stop ends it, fill the explorer.
+
+    Every step also stores the run so far (run_state), so a Stop that cancels the run (ZeroGPU)
+    can fill the explorer from it."""
+    session = getattr(request, "session_hash", None)
+    STOPS.take(session)  # a Stop pressed before this run does not end it
+    pair, prompt_ids = _prepare(pair_key, prompt, progress)
+    method = check_method(method)
+    base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
+    config = base.config(method)
+    heading = {"pair_key": pair.info.key, "methods": [method], "num_drafts": base.num_drafts,
+               "draft_length": base.draft_length, "temperature": base.temperature, "seed": base.seed}
+    iterations, produced, budget, texts, stop = [], 0, Budget(), {}, None
     progress(0, desc="decoding")
-    for it in decode_iterations(pair.target, _draft_for(pair, method), prompt_ids, config):
-        budget.tick()
-        iterations.append(it)
-        produced += len(it.emitted)
-        progress(produced / config.max_new_tokens, desc=f"{produced} / {config.max_new_tokens} tokens")
-        partial = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
-        yield provenance_html(partial, pair.token_text), metrics_line(partial), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    try:
+        for it in decode_iterations(pair.target, _draft_for(pair, method), prompt_ids, config):
+            budget.tick()
+            iterations.append(it)
+            produced += len(it.emitted)
+            _add_display_strings(texts, it, pair.token_text)
+            progress(produced / config.max_new_tokens, desc=f"{produced} / {config.max_new_tokens} tokens")
+            partial = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
+            state = {"pair": pair.info.key, "record": partial, "texts": texts, "heading": heading,
+                     "total": config.max_new_tokens}
+            yield (provenance_html(partial, pair.token_text), header_line(**heading) + metrics_line(partial),
+                   gr.skip(), state, gr.skip(), gr.skip(), gr.skip(), gr.skip())
+            if STOPS.take(session):
+                stop = Stop(produced, config.max_new_tokens, "tokens", "you pressed Stop")
+                break
+    except BudgetSpent as error:
+        if not iterations:
+            raise
+        stop = Stop(produced, config.max_new_tokens, "tokens", str(error))
     record = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
-    state = {"pair": pair.info.key, "record": record, "texts": _display_strings(record, pair.token_text)}
-    summary = record.summary() | {"pair": state["pair"], "text": pair.text(record.tokens)}
-    grid, figure, details = _explorer_outputs(state, 1)
-    slider = gr.update(minimum=1, maximum=max(len(iterations), 2), value=1, step=1, interactive=len(iterations) > 1)
-    yield provenance_html(record, pair.token_text), metrics_line(record), summary, state, slider, grid, figure, details
+    state = {"pair": pair.info.key, "record": record, "texts": texts, "heading": heading, "total": config.max_new_tokens}
+    summary = record.summary() | {"pair": state["pair"], "text": pair.text(record.tokens),
+                                  "stopped": stop.text() if stop else None}
+    slider, grid, figure, details = _explorer_start(state)
+    yield (provenance_html(record, pair.token_text), header_line(**heading, stop=stop) + metrics_line(record), summary,
+           state, slider, grid, figure, details)
+
+
+def _explorer_start(state: dict | None) -> tuple:
+    """(slider update, grid, figure, details) showing iteration 1 of the stored run."""
+    n = len(state["record"].iterations) if state else 0
+    slider = gr.update(minimum=1, maximum=max(n, 2), value=1, step=1, interactive=n > 1)
+    return slider, *_explorer_outputs(state, 1)
+
+
+def ask_to_stop(request: gr.Request = None):
+    """Stop: this session's streaming run ends at its next iteration, with the explorer filled."""
+    STOPS.ask(getattr(request, "session_hash", None))
+
+
+def fill_explorer_on_stop(state):
+    """After Stop: the explorer gets the iterations decoded so far, and the metrics line says where it stopped."""
+    if not state:
+        return gr.skip(), gr.skip(), *_explorer_outputs(state, 1)
+    record = state["record"]
+    stop = Stop(len(record.tokens), state["total"], "tokens", "you pressed Stop")
+    slider, grid, figure, details = _explorer_start(state)
+    return header_line(**state["heading"], stop=stop) + metrics_line(record), slider, grid, figure, details
 
 
 def show_iteration(state, index):
@@ -287,68 +337,52 @@ def step_iteration(state, index, delta):
 @gpu.on_gpu(gpu.compare_cost)
 @user_errors
 def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed, coupled,
-            progress=gr.Progress()):
-    """Every selected method on the same prompt and settings; AR timed in the same request."""
-    pair, prompt_ids = _prepare(pair_key, prompt)
+            repeats=1, progress=gr.Progress()):
+    """Every selected method on the same prompt and settings; AR timed in the same request.
+
+    Streams: the outputs after the AR baseline and after each method (texts and independent-run
+    charts), then the coupled runs' charts. `repeats` runs every method (and the coupled run)
+    with seeds seed, seed + 1, ...: the efficiency chart shows their mean and 95 % band. When the
+    budget stops the request, what finished stays, and the header says what was stopped."""
+    pair, prompt_ids = _prepare(pair_key, prompt, progress)
     methods, coupled = check_methods(methods), check_flag("coupled", coupled)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
-    ar_runs, drafted_runs = (1 if pair.words else 2), len(methods) + coupled
+    repeats = number("repeats", repeats, 1, MAX_REPEATS)
+    ar_runs, drafted_runs = (1 if pair.words else 2), (len(methods) + coupled) * repeats
     _check_fits(pair, [(ar_runs, 0), (drafted_runs, base.draft_length)], base.max_new_tokens,
                 f"{ar_runs + drafted_runs} runs of {base.max_new_tokens} tokens")
     tick = _ticker(Budget())
-    progress(0, desc="AR baseline")
-    ar = generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False), tick)
-    runs = {}
-    for i, method in enumerate(methods):
-        progress((i + 1) / (len(methods) + 2), desc=f"{METHODS[method].label}")
-        runs[method] = generate_config(pair.target, pair.draft, prompt_ids, base.config(method), tick)
     timed = not pair.words  # the teaching pairs are lookup tables: their timings mean nothing
-    if timed:  # AR again after the methods: a machine that drifted during the request shows in both
-        progress((len(methods) + 0.5) / (len(methods) + 2), desc="AR baseline, again")
-        ar_after = generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False), tick)
-        ar_rate = 2 / (1 / ar.tokens_per_second + 1 / ar_after.tokens_per_second)
-    else:
-        ar_rate = ar.tokens_per_second
-    coupled_result = None
-    if coupled:
-        progress((len(methods) + 1) / (len(methods) + 2), desc="coupled run (same drafts and draws)")
-        leader = "spectr_gbv" if "spectr_gbv" in methods else next((m for m in methods if METHODS[m].exact), methods[0])
-        coupled_result = CoupledRun(base.config(leader), methods, prompt_ids)
-        for step in coupled_steps(pair.target, pair.draft, prompt_ids, methods, coupled_result.config):
-            tick(step)
-            coupled_result.steps.append(step)
-    independent = [runs[m].summary() | {"accepted_length_histogram": runs[m].accepted_length_histogram} for m in methods]
-    hardware_free = [coupled_result.summary(m) for m in methods] if coupled_result else independent
-    ceiling = run_ceiling(pair.info.key, prompt_ids, [s.emitted for s in coupled_result.steps] if coupled_result
-                          else [it.emitted for it in runs[methods[0]].iterations], base.config(methods[0]))
-    speedups = {m: runs[m].tokens_per_second / ar_rate for m in methods}
-    phases = {"ar": ar.phase_ms_per_token} | {m: runs[m].phase_ms_per_token for m in methods}
-    if coupled_result:
-        theory = {m: (coupled_result.accepted(m), coupled_result.expected(m)) for m in methods}
-    else:
-        theory = {m: ([it.num_accepted for it in runs[m].iterations],
-                      None if runs[m].mean_expected_accepted is None else [it.expected_accepted for it in runs[m].iterations])
-                  for m in methods}
-    device = str(getattr(pair.target, "device", "cpu"))
-    data = {
-        "pair": pair.info.key, "methods": methods, "coupled": bool(coupled), "device": device,
-        "ar": ar.summary(), "independent": independent, "speedup_vs_ar": speedups if timed else None,
-        "ms_per_token_by_phase": phases if timed else None,
-        "coupled_runs": hardware_free if coupled_result else None,
-        "leader": coupled_result.config.method if coupled_result else None,
-        "ceiling_expected_accepted": ceiling,  # best any exact rule can do (teaching pairs only)
-    }
-    texts = {m: provenance_html(runs[m], pair.token_text, legend=False) for m in methods}
-    return (
-        side_by_side_html(texts, {m: metrics_line(runs[m]) for m in methods}),
-        figures.efficiency_figure(hardware_free, coupled=bool(coupled_result), ceiling=ceiling),
-        figures.histogram_figure(hardware_free),
-        figures.per_position_figure(hardware_free),
-        figures.calls_per_token_figure(hardware_free),
-        figures.speedup_figure(speedups, device, phases, timed=timed),
-        figures.theory_figure(theory),
-        data,
-    )
+    seeds = [base.seed + r for r in range(repeats)]
+    view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed)
+    steps = len(methods) * repeats + (repeats if coupled else 0) + 1 + timed
+    try:
+        progress(0, desc="AR baseline")
+        view.ar.append(generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False), tick))
+        for i, method in enumerate(methods):
+            for r, one_seed in enumerate(seeds):
+                progress((1 + i * repeats + r) / steps, desc=f"{METHODS[method].label}, seed {one_seed}")
+                config = dataclasses.replace(base.config(method), seed=one_seed)
+                view.runs.setdefault(method, []).append(generate_config(pair.target, pair.draft, prompt_ids, config, tick))
+            yield view.outputs()
+        if timed:  # AR again after the methods: a machine that drifted during the request shows in both
+            progress((steps - repeats * coupled - 1) / steps, desc="AR baseline, again")
+            view.ar.append(generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False),
+                                           tick))
+        if coupled:
+            leader = "spectr_gbv" if "spectr_gbv" in methods else next((m for m in methods if METHODS[m].exact), methods[0])
+            for r, one_seed in enumerate(seeds):
+                progress((steps - repeats + r) / steps, desc=f"coupled run, seed {one_seed} (same drafts and draws)")
+                run = CoupledRun(dataclasses.replace(base.config(leader), seed=one_seed), methods, prompt_ids)
+                for step in coupled_steps(pair.target, pair.draft, prompt_ids, methods, run.config):
+                    tick(step)
+                    run.steps.append(step)
+                view.coupled_runs.append(run)
+    except BudgetSpent as error:
+        if not view.runs:
+            raise
+        view.stop = Stop(view.finished(), view.planned(), "runs", str(error))
+    yield view.outputs(final=True)
 
 
 def _ticker(budget: Budget):
@@ -381,11 +415,15 @@ def parse_values(axis: str, text) -> list[float]:
 @visitors.served(translate_error)
 @gpu.on_gpu(gpu.sweep_cost)
 @user_errors
-def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed):
-    pair, prompt_ids = _prepare(pair_key, prompt)
+def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed,
+              repeats=1, progress=gr.Progress()):
+    """Every method at every swept value, `repeats` seeds per point; streamed point by point, and
+    when the budget stops it, the points that finished stay, with the header saying so."""
+    pair, prompt_ids = _prepare(pair_key, prompt, progress)
     methods = check_methods(methods)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
     swept = parse_values(axis, values)
+    repeats = number("repeats", repeats, 1, MAX_REPEATS)
     if len(methods) * len(swept) > LIMITS.sweep_runs:
         raise ValueError(f"{len(methods)} methods x {len(swept)} values = {len(methods) * len(swept)} runs is over this "
                          f"server's limit of {LIMITS.sweep_runs} (SPECTR_GBV_MAX_SWEEP_RUNS): fewer methods or values")
@@ -394,22 +432,47 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
             settings(value if axis == "K" else num_drafts, value if axis == "L" else draft_length, temperature,
                      max_new_tokens, seed)
     lengths = swept if axis == "L" else [base.draft_length] * len(swept)
-    _check_fits(pair, [(len(set(swept)) if axis == "T" else 1, 0)] + [(len(methods), int(v)) for v in lengths],
-                base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values and AR, {base.max_new_tokens} tokens each")
-    rows = sweep(pair.target, pair.draft, prompt_ids, methods, axis, swept, base.config(methods[0]),
-                 on_iteration=_ticker(Budget()))
-    efficiency, speed = figures.sweep_figures(rows, timed=not pair.words)
-    return efficiency, speed, {"pair": pair.info.key, "axis": axis, "rows": rows}
+    _check_fits(pair, [(len(set(swept)) if axis == "T" else 1, 0)] + [(len(methods) * repeats, int(v)) for v in lengths],
+                base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds and AR, "
+                f"{base.max_new_tokens} tokens each")
+    extra = [f"{repeats} seeds ({base.seed} to {base.seed + repeats - 1})" if repeats > 1 else "",
+             f"{base.max_new_tokens} tokens"]
+    heading = functools.partial(header_line, pair.info.key, methods, base.num_drafts, base.draft_length, base.temperature,
+                                base.seed, [e for e in extra if e], swept=axis)
+    points, total, stop = [], len(methods) * len(swept), None
+    progress(0, desc=f"{axis} = {swept[0]:g}")
+    try:
+        for row in iter_sweep(pair.target, pair.draft, prompt_ids, methods, axis, swept, base.config(methods[0]),
+                              on_iteration=_ticker(Budget()), repeats=repeats):
+            points.append(sweep_point(row))
+            progress(len(points) / total, desc=f"{len(points)} / {total} points")
+            if len(points) < total:
+                yield (heading() + f"running: {len(points)} of {total} points done",
+                       *sweep_band_figures(points, timed=not pair.words), _sweep_data(pair, axis, points, None))
+    except BudgetSpent as error:
+        if not points:
+            raise
+        stop = Stop(len(points), total, "points", str(error))
+    yield heading(stop=stop), *sweep_band_figures(points, timed=not pair.words), _sweep_data(pair, axis, points, stop)
+
+
+def _sweep_data(pair, axis, points, stop) -> dict:
+    return {"pair": pair.info.key, "axis": axis, "rows": points, "stopped": stop.text() if stop else None}
 
 
 # ------------------------------------------------------------------------------------ Fidelity
+
+FIDELITY_CHUNKS = 5  # the law is compared (and shown) after every fifth of the runs
 
 
 @visitors.served(translate_error)
 @gpu.on_gpu(gpu.fidelity_cost)
 @user_errors
-def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens):
-    pair, prompt_ids = _prepare(pair_key, prompt)
+def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens,
+                 progress=gr.Progress()):
+    """N runs, compared with the exact law after every chunk of runs (streamed); when the budget stops
+    it, the comparison over the runs that finished stays, with the header saying so."""
+    pair, prompt_ids = _prepare(pair_key, prompt, progress)
     method = check_method(method)
     base = settings(num_drafts, draft_length, temperature, 1, 0)
     most = LIMITS.fidelity_runs if pair.words else LIMITS.fidelity_runs_llm
@@ -419,11 +482,32 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
     _check_fits(pair, [(runs, 0 if method == AUTOREGRESSIVE else base.draft_length)], tokens,
                 f"{runs} runs of {tokens} tokens, then the exact law", extra=1)
     budget = _ticker(Budget())  # both phases: the runs, then the exact law's scoring calls
-    result = fidelity(pair.target, _draft_for(pair, method), prompt_ids, base.config(method, with_theory=False), runs, tokens,
-                      on_iteration=budget, on_scoring=budget)
+    config = base.config(method, with_theory=False)
+    heading = functools.partial(header_line, pair.info.key, [method], base.num_drafts, base.draft_length,
+                                base.temperature, None, [f"N = {runs} runs (seeds 0 to {runs - 1})", f"first {tokens} token(s)"])
+    samples, scored, result, stop = [], {}, None, None
+    chunk = max(10, math.ceil(runs / FIDELITY_CHUNKS))
+    try:
+        while len(samples) < runs:
+            for run_seed in range(len(samples), min(runs, len(samples) + chunk)):
+                samples.append(fidelity_sample(pair.target, _draft_for(pair, method), prompt_ids, config, run_seed, tokens,
+                                               budget))
+            progress(len(samples) / runs, desc=f"{len(samples)} / {runs} runs, then the exact law")
+            result = fidelity_result(pair.target, prompt_ids, config, samples, tokens, on_scoring=budget,
+                                     conditionals=scored)
+            if len(samples) < runs:
+                yield heading() + f"running: {len(samples)} of {runs} runs compared", *_fidelity_outputs(pair, result, None)
+    except BudgetSpent as error:
+        if result is None:
+            raise
+        stop = Stop(result.num_runs, runs, "runs", str(error))
+    yield heading(stop=stop), *_fidelity_outputs(pair, result, stop)
+
+
+def _fidelity_outputs(pair, result, stop) -> tuple:
     outcome_text = [" ".join(repr(t)[1:-1] if t.strip() != t else t for t in pair.token_text(list(r.outcome)))
                     for r in result.rows]
-    data = result.summary() | {"pair": pair.info.key, "outcomes": [
+    data = result.summary() | {"pair": pair.info.key, "stopped": stop.text() if stop else None, "outcomes": [
         {"tokens": text, "count": r.count, "empirical": r.empirical, "exact": r.exact} for text, r in zip(outcome_text, result.rows)]}
     return figures.fidelity_figure(result, outcome_text), data
 
@@ -445,8 +529,10 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                                info="Hub pairs need the Hugging Face Hub; the others work offline."
                                + (" This server also accepts 'TARGET, DRAFT' (hub ids or folders)." if LIMITS.allow_any_model else ""))
             method = gr.Dropdown(METHOD_CHOICES, value=DEFAULT_METHOD, label="Method (Generate, Fidelity)")
-            num_drafts = gr.Slider(1, MAX_DRAFTS, value=2, step=1, label="K (drafts)")  # make bench: K = 2, L = 4 pays on a CPU
-            draft_length = gr.Slider(1, MAX_DRAFT_LENGTH, value=4, step=1, label="L (draft length)")
+            num_drafts = gr.Slider(1, MAX_DRAFTS, value=2, step=1, label="K (drafts)",  # make bench: K = 2, L = 4 pays on a CPU
+                                   info=caps.ignored_info(DEFAULT_METHOD, "K"), elem_id="num-drafts")
+            draft_length = gr.Slider(1, caps.max_draft_length(2), value=4, step=1, label="L (draft length)",
+                                     info=caps.draft_length_info(2, DEFAULT_METHOD), elem_id="draft-length")
             temperature = gr.Slider(0, MAX_TEMPERATURE, value=0.7, step=0.05, label="T (temperature)", info="0 = greedy")
             max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=40, step=1, label="Max new tokens")
             seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", info="Same settings + seed = same tokens")
@@ -468,8 +554,8 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                 how_to_read("generate")
                 how_to_read("metrics")
                 metrics = gr.JSON(label="Run data (block efficiency and acceptance are hardware-free; tokens/s is this server's)")
-                gr.Examples(EXAMPLES, inputs=[pair, prompt], outputs=[output, metrics_md], fn=example_run,
-                            cache_examples=True, cache_mode="lazy", label="Examples")
+                # An example sets the pair and prompt, then runs Generate with the sidebar's settings (below).
+                examples = gr.Examples(EXAMPLES, inputs=[pair, prompt], label="Examples (run with the sidebar's settings)")
             with gr.Tab("Iteration explorer", id="explorer"):
                 with gr.Row(elem_id="explorer-controls"):
                     previous_button = gr.Button("◀ previous", size="sm", elem_id="explorer-previous", scale=0, min_width=110)
@@ -493,6 +579,9 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                 with gr.Row():
                     coupled = gr.Checkbox(value=True, label="Coupled: same drafts and same random draws for every verifier",
                                           info="Isolates the rule from sampling noise (charts); the texts and speedups are independent runs.")
+                    compare_repeats = gr.Number(value=1, precision=0, minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
+                                                info="seed, seed + 1, ...: the chart shows their mean and 95 % band",
+                                                elem_id="compare-repeats")
                     compare_button = gr.Button("Compare", variant="primary", elem_id="compare-button")
                 side_by_side = gr.HTML(elem_id="compare-outputs")
                 with gr.Row(elem_classes=["chart-row"]):
@@ -509,8 +598,12 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
             with gr.Tab("Sweep", id="sweep"):
                 with gr.Row():
                     axis = gr.Radio(list(AXES), value="K", label="Sweep over")
-                    values = gr.Textbox(value="1, 2, 4, 8", label=f"Values (at most {MAX_SWEEP_VALUES})")
-                    sweep_button = gr.Button("Sweep", variant="primary")
+                    values = gr.Textbox(value="1, 2, 4, 8", label=caps.sweep_values_label(len(DEFAULT_COMPARE)),
+                                        elem_id="sweep-values")
+                    sweep_repeats = gr.Number(value=1, precision=0, minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
+                                              info="seeds per point: mean and 95 % band", elem_id="sweep-repeats")
+                    sweep_button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
+                sweep_header = gr.Markdown(elem_id="sweep-header")
                 with gr.Row(elem_classes=["chart-row"]):
                     sweep_efficiency = gr.Plot(label="Block efficiency")
                     sweep_speed = gr.Plot(label="Speedup vs AR (hardware-dependent)")
@@ -521,10 +614,12 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                             "the first tokens with the target's exact law. Exact methods stay inside the sampling-noise "
                             "band; try the released SpecTr-GBV rule on the two-token example.")
                 with gr.Row():
-                    num_runs = gr.Slider(10, LIMITS.fidelity_runs, value=min(500, LIMITS.fidelity_runs), step=10, label="Runs N",
-                                         info=f"at most {LIMITS.fidelity_runs_llm} on real models")
+                    most_runs = caps.max_fidelity_runs(default_pair, DEFAULT_METHOD, 4, 3)
+                    num_runs = gr.Slider(caps.FIDELITY_MIN_RUNS, most_runs, value=min(500, most_runs), step=1,
+                                         label="Runs N", info=caps.fidelity_runs_info(most_runs), elem_id="fidelity-runs")
                     num_tokens = gr.Slider(1, 3, value=3, step=1, label="First tokens compared")
-                    fidelity_button = gr.Button("Check fidelity", variant="primary")
+                    fidelity_button = gr.Button("Check fidelity", variant="primary", elem_id="fidelity-button")
+                fidelity_header = gr.Markdown(elem_id="fidelity-header")
                 fidelity_plot = gr.Plot(label="Empirical against exact law")
                 how_to_read("fidelity")
                 fidelity_json = gr.JSON(label="Fidelity data")
@@ -549,8 +644,20 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
             [output, metrics_md, metrics, run_state, iteration, *explorer_outputs],
             api_name="generate", concurrency_id="models", preprocess=False,
         )
-        # Stop cancels this session's streaming run only; the session stays usable.
-        stop_button.click(None, cancels=[generating], api_visibility="private")
+        generate_outputs = [output, metrics_md, metrics, run_state, iteration, *explorer_outputs]
+        from_example = examples.load_input_event.then(
+            generate_stream, [pair, prompt, method, *settings_inputs], generate_outputs,
+            concurrency_id="models", preprocess=False, api_visibility="private")
+        # Stop ends this session's streaming run only (the session stays usable), and the explorer
+        # shows the iterations decoded so far. Here the run sees the request at its next iteration
+        # and ends itself; a run in a ZeroGPU worker cannot, so there the event is cancelled and
+        # the explorer filled from the last stored state.
+        if gpu.ON_ZEROGPU:
+            stop_button.click(fill_explorer_on_stop, [run_state], [metrics_md, iteration, *explorer_outputs],
+                              cancels=[generating, from_example], api_visibility="private")
+        else:
+            stop_button.click(ask_to_stop, None, None, queue=False, api_visibility="private")
+        caps.cap_controls(pair, method, num_drafts, draft_length, methods, values, num_runs, num_tokens)
         # change, not release: typing a number, the arrow keys and a programmatic step all redraw the grid.
         iteration.change(show_iteration, [run_state, iteration], explorer_outputs, api_visibility="private",
                          trigger_mode="always_last")
@@ -565,32 +672,20 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
         next_button.click(functools.partial(step_iteration, delta=1), [run_state, iteration], [iteration, *explorer_outputs],
                           api_visibility="private")
         compare_button.click(
-            compare, [pair, prompt, methods, *settings_inputs, coupled],
+            compare, [pair, prompt, methods, *settings_inputs, coupled, compare_repeats],
             [side_by_side, efficiency_plot, histogram_plot, position_plot, calls_plot, speedup_plot, theory_plot, compare_json],
             api_name="compare", concurrency_id="models", preprocess=False,
         )
         sweep_button.click(
-            run_sweep, [pair, prompt, methods, axis, values, *settings_inputs], [sweep_efficiency, sweep_speed, sweep_json],
+            run_sweep, [pair, prompt, methods, axis, values, *settings_inputs, sweep_repeats],
+            [sweep_header, sweep_efficiency, sweep_speed, sweep_json],
             api_name="sweep", concurrency_id="models", preprocess=False,
         )
         fidelity_button.click(
             run_fidelity, [pair, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens],
-            [fidelity_plot, fidelity_json], api_name="fidelity", concurrency_id="models", preprocess=False,
+            [fidelity_header, fidelity_plot, fidelity_json], api_name="fidelity", concurrency_id="models", preprocess=False,
         )
     return demo
-
-
-EXAMPLE_SETTINGS = {"num_drafts": 4, "draft_length": 4, "temperature": 0.7, "max_new_tokens": 40, "seed": 0}
-
-
-@visitors.served(translate_error)  # a first, uncached example runs the model: it waits its turn
-@gpu.on_gpu(lambda pair_key, prompt: gpu.generate_cost(pair_key, prompt, "spectr_gbv", **EXAMPLE_SETTINGS))
-@user_errors
-def example_run(pair_key, prompt):
-    """What a cached example shows: SpecTr-GBV at the default settings."""
-    pair, prompt_ids = _prepare(pair_key, prompt)
-    record = generate(pair.target, pair.draft, prompt_ids, method="spectr_gbv", **EXAMPLE_SETTINGS)
-    return provenance_html(record, pair.token_text), metrics_line(record)
 
 
 def launch(demo: gr.Blocks, concurrency: int | None = None, queue_size: int | None = None,

@@ -116,23 +116,25 @@ def generate_cost(pair_key, prompt, method, num_drafts, draft_length, temperatur
 
 
 def compare_cost(pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed, coupled,
-                 *_, **__):
+                 repeats=1, *_, **__):
     if not _needs_model(pair_key):
         return None
-    runs = [Run(int(max_new_tokens)), _drafted(num_drafts, draft_length, max_new_tokens, len(methods))]  # AR, methods
-    if coupled:  # one more pass: shared drafts, which every method verifies
-        runs.append(_drafted(num_drafts, draft_length, max_new_tokens))
+    repeats = int(repeats)  # seeds: every method (and the coupled pass) runs once per seed
+    runs = [Run(int(max_new_tokens), repeats=2),  # AR, before and after the methods
+            _drafted(num_drafts, draft_length, max_new_tokens, len(methods) * repeats)]
+    if coupled:  # one more pass per seed: shared drafts, which every method verifies
+        runs.append(_drafted(num_drafts, draft_length, max_new_tokens, repeats))
     return runs
 
 
 def sweep_cost(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed,
-               *_, **__):
+               repeats=1, *_, **__):
     if not _needs_model(pair_key):
         return None
     # The values split as app.parse_values splits them (which also checks them, in the handler).
     swept = [float(part) for part in str(values or "").replace(";", ",").replace(" ", ",").split(",") if part]
     return [_drafted(value if axis == "K" else num_drafts, value if axis == "L" else draft_length, max_new_tokens,
-                     len(methods)) for value in swept]
+                     len(methods) * int(repeats)) for value in swept]
 
 
 def fidelity_cost(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens, *_, **__):

@@ -123,6 +123,12 @@ def check_fits(iterations: int, what: str, limits: Limits | None = None) -> None
         )
 
 
+class BudgetSpent(ValueError):
+    """A request ran out of its time or iteration budget mid-run: what finished before is kept and shown
+    (components.runs), with this message as the reason; a ValueError, so code that knows nothing of
+    partial results still reports it as a refusal."""
+
+
 class ClientGone(Exception):
     """The visitor who sent the request has gone: the work stops, and nobody reads the message."""
 
@@ -163,11 +169,11 @@ class Budget:
             raise ClientGone(f"the visitor left; the request was stopped after {self.iterations} steps")
         self.iterations += iterations
         if self.iterations > self.limits.iterations:
-            raise ValueError(
+            raise BudgetSpent(
                 f"this request needs more than {self.limits.iterations} decoding iterations "
                 "(SPECTR_GBV_MAX_ITERATIONS): ask for fewer tokens, runs or sweep values"
             )
         if time.monotonic() > self.deadline:
             limit = (f"this server's limit of {self.limits.seconds} s (SPECTR_GBV_MAX_SECONDS)" if self.gpu_seconds is None
                      else f"the {self.gpu_seconds:.0f} s of GPU time it asked for")
-            raise ValueError(f"this request ran past {limit} and was stopped: ask for fewer tokens, runs or sweep values")
+            raise BudgetSpent(f"this request ran past {limit} and was stopped: ask for fewer tokens, runs or sweep values")

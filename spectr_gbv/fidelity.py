@@ -66,13 +66,14 @@ class FidelityResult:
 
 
 def exact_prefix_law(target: LanguageModel, prompt_ids: Sequence[int], outcomes: Sequence[tuple[int, ...]],
-                     config: DecodeConfig, on_scoring: Callable[[tuple[int, ...]], None] | None = None
-                     ) -> dict[tuple[int, ...], float]:
+                     config: DecodeConfig, on_scoring: Callable[[tuple[int, ...]], None] | None = None,
+                     conditionals: dict[tuple[int, ...], torch.Tensor] | None = None) -> dict[tuple[int, ...], float]:
     """The target's exact probability of each outcome (a token tuple, possibly cut at EOS).
 
     `on_scoring(prefix)`, if given, is called before each scoring call (one per distinct
-    prefix): a caller's budget, which may raise to stop the computation."""
-    conditionals: dict[tuple[int, ...], torch.Tensor] = {}
+    prefix): a caller's budget, which may raise to stop the computation. `conditionals` keeps
+    the scored prefixes between calls (a caller that grows its outcomes scores each prefix once)."""
+    conditionals = {} if conditionals is None else conditionals
 
     def q(prefix: tuple[int, ...]) -> torch.Tensor:
         if prefix not in conditionals:
@@ -110,13 +111,29 @@ def fidelity(target: LanguageModel, draft: LanguageModel | None, prompt_ids: Seq
     them cost O(N) and are not ticked."""
     if num_runs < 1 or num_tokens < 1:
         raise ValueError(f"fidelity needs at least one run and one token, got N={num_runs}, n={num_tokens}")
-    samples = []
-    for seed in range(num_runs):
-        record = generate_config(target, draft, prompt_ids,
-                                 replace(config, max_new_tokens=num_tokens, seed=seed, with_theory=False), on_iteration)
-        samples.append(tuple(record.tokens))
+    samples = [fidelity_sample(target, draft, prompt_ids, config, seed, num_tokens, on_iteration)
+               for seed in range(num_runs)]
+    return fidelity_result(target, prompt_ids, config, samples, num_tokens, on_scoring)
+
+
+def fidelity_sample(target: LanguageModel, draft: LanguageModel | None, prompt_ids: Sequence[int],
+                    config: DecodeConfig, seed: int, num_tokens: int, on_iteration: Callable | None = None
+                    ) -> tuple[int, ...]:
+    """The first `num_tokens` tokens of one run with this seed (fidelity's run number `seed`)."""
+    record = generate_config(target, draft, prompt_ids,
+                             replace(config, max_new_tokens=num_tokens, seed=seed, with_theory=False), on_iteration)
+    return tuple(record.tokens)
+
+
+def fidelity_result(target: LanguageModel, prompt_ids: Sequence[int], config: DecodeConfig,
+                    samples: Sequence[tuple[int, ...]], num_tokens: int,
+                    on_scoring: Callable[[tuple[int, ...]], None] | None = None,
+                    conditionals: dict | None = None) -> FidelityResult:
+    """The comparison of these samples' law with the exact law (`fidelity`, for samples a caller drew:
+    a streaming caller compares after every chunk of runs, keeping `conditionals` between calls)."""
+    num_runs = len(samples)
     counts = Counter(samples)
-    law = exact_prefix_law(target, prompt_ids, list(counts), config, on_scoring)
+    law = exact_prefix_law(target, prompt_ids, list(counts), config, on_scoring, conditionals)
     observed = sorted(counts, key=lambda o: -law[o])
     unobserved = max(0.0, 1.0 - sum(law.values()))
     exact = np.array([law[o] for o in observed] + [unobserved])

@@ -36,9 +36,9 @@ def planned_requests(count: int) -> list[tuple[str, tuple, str]]:
     mix = [
         ("/generate", ("toy", "the cat", "spectr_gbv", 3, 4, 0.8, 30, None), "generate"),
         ("/generate", ("toy", "the dog", "sd", 1, 4, 1.0, 30, None), "generate"),
-        ("/compare", ("toy", "the cat", ["sd", "gbv", "spectr_gbv"], 3, 4, 0.8, 20, None, True), "compare"),
+        ("/compare", ("toy", "the cat", ["sd", "gbv", "spectr_gbv"], 3, 4, 0.8, 20, None, True, 1), "compare"),
         ("/generate", ("default", "Name a fruit.", "spectr_gbv", 2, 3, 0.7, 8, None), "generate"),
-        ("/sweep", ("toy", "the", ["gbv", "spectr_gbv"], "K", "1, 2, 4", 2, 3, 0.8, 15, None), "sweep"),
+        ("/sweep", ("toy", "the", ["gbv", "spectr_gbv"], "K", "1, 2, 4", 2, 3, 0.8, 15, None, 1), "sweep"),
         ("/fidelity", ("two-token", "A", "spectr_gbv", 1, 2, 1.0, 200, 3), "fidelity"),
     ]
     requests = []

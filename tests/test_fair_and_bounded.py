@@ -28,7 +28,7 @@ from spectr_gbv import toy
 from spectr_gbv.fidelity import fidelity
 from spectr_gbv.models.function import FunctionModel
 from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, Pair, get_pair
-from test_limits_and_faults import limits  # noqa: F401  (the fixture: one server's limits swapped for a test)
+from test_limits_and_faults import last, limits  # noqa: F401  (the fixture: one server's limits swapped for a test)
 
 
 # -------------------------------------------------------------- budgets, phase by phase
@@ -69,28 +69,49 @@ def _decoding_iterations(runs, tokens, method="sd", L=4):
     return len(counted)
 
 
-def test_a_fidelity_request_is_stopped_in_its_decoding_phase(limits):
-    needed = _decoding_iterations(20, 2)
+def test_a_fidelity_request_is_stopped_in_its_decoding_phase(limits, monkeypatch):
+    """A clock that jumps past the deadline during the first chunk of runs: nothing finished, the budget's message."""
+    limits(seconds=60)
+    real, runs_started = app.fidelity_sample, []
+
+    def late_third_run(*args, **kwargs):
+        runs_started.append(1)
+        if len(runs_started) == 3:
+            start = time.monotonic()
+            monkeypatch.setattr(limits_module.time, "monotonic", lambda: start + 3600)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(app, "fidelity_sample", late_third_run)
+    with pytest.raises(gr.Error, match="ran past this server's limit of 60 s"):
+        last(app.run_fidelity("toy", "the", "sd", 1, 4, 1.0, 20, 2))
+    assert len(runs_started) == 3  # no run after the stop
+
+
+def test_a_fidelity_request_stopped_later_keeps_the_runs_it_compared(limits):
+    """20 runs are compared 10 at a time: stopped in the second chunk, the first chunk's comparison stays."""
+    needed = _decoding_iterations(20, 2, L=1)
     limits(iterations=needed - 1)
-    assert needed - 1 >= 20 + 1  # the up-front check lets it start (20 runs need at least one iteration each)
-    with pytest.raises(gr.Error, match=f"more than {needed - 1} decoding iterations"):
-        app.run_fidelity("toy", "the", "sd", 1, 4, 1.0, 20, 2)
+    assert needed - 1 >= 20 + 1  # it starts
+    header, figure, data = last(app.run_fidelity("toy", "the", "sd", 1, 1, 1.0, 20, 2))
+    assert data["runs"] == 10 and f"stopped at 10 / 20 runs: this request needs more than {needed - 1}" in header
+    assert data["stopped"] and "10 runs" in figure.layout.title.subtitle.text
 
 
 def test_a_fidelity_request_is_stopped_in_its_exact_law_phase(limits):
     """The runs fit the iteration budget exactly; the first scoring call of the exact law is one too many."""
-    needed = _decoding_iterations(20, 2)
+    needed = _decoding_iterations(10, 3, L=2)
     limits(iterations=needed)
+    assert needed >= 10 + 1  # the up-front check lets it start
     with pytest.raises(gr.Error, match=f"more than {needed} decoding iterations"):
-        app.run_fidelity("toy", "the", "sd", 1, 4, 1.0, 20, 2)
-    limits(iterations=needed + 40)
-    assert app.run_fidelity("toy", "the", "sd", 1, 4, 1.0, 20, 2)[1]["runs"] == 20
+        last(app.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 10, 3))
+    limits(iterations=needed + 80)
+    assert last(app.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 10, 3))[-1]["runs"] == 10
 
 
 def test_the_exact_law_phase_is_under_the_time_budget(limits, monkeypatch):
     """A clock that jumps past the deadline during the exact law stops the request there."""
     limits(seconds=60)
-    real = app.fidelity
+    real = app.fidelity_result
 
     def jump_in_exact_law(*args, on_scoring, **kwargs):
         start = time.monotonic()
@@ -101,20 +122,20 @@ def test_the_exact_law_phase_is_under_the_time_budget(limits, monkeypatch):
 
         return real(*args, on_scoring=late, **kwargs)
 
-    monkeypatch.setattr(app, "fidelity", jump_in_exact_law)
+    monkeypatch.setattr(app, "fidelity_result", jump_in_exact_law)
     with pytest.raises(gr.Error, match="ran past this server's limit of 60 s"):
-        app.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 20, 2)
+        last(app.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 20, 2))
 
 
 def test_settings_that_cannot_fit_are_refused_before_any_work(limits):
     start = time.perf_counter()
     with pytest.raises(gr.Error, match="needs at least 6001 decoding iterations .*2000 runs of 3 tokens.* not started"):
-        app.run_fidelity("toy", "the", "ar", 1, 2, 1.0, 2000, 3)  # the slider's maximum, plain AR: one token a step
+        last(app.run_fidelity("toy", "the", "ar", 1, 2, 1.0, 2000, 3))  # the slider's maximum, plain AR: one token a step
     limits(iterations=100)
     with pytest.raises(gr.Error, match="needs at least 105 decoding iterations"):  # AR 42, 2 methods + coupled 21 each
-        app.compare("toy", "the cat", ["sd", "gbv"], 2, 1, 0.7, 42, 0, True)
+        last(app.compare("toy", "the cat", ["sd", "gbv"], 2, 1, 0.7, 42, 0, True))
     with pytest.raises(gr.Error, match="needs at least 125 decoding iterations"):  # AR 50, 3 values x 25 at L = 1
-        app.run_sweep("toy", "the", ["sd"], "K", "1, 2, 3", 2, 1, 0.7, 50, 0)
+        last(app.run_sweep("toy", "the", ["sd"], "K", "1, 2, 3", 2, 1, 0.7, 50, 0))
     assert time.perf_counter() - start < 2
 
 
@@ -186,7 +207,7 @@ def _join_and_leave(url: str, api_name: str, args: list, after_s: float) -> None
 
 def test_compare_stops_within_10_s_of_its_visitor_leaving(server):
     url, _demo, calls = server(cost="cpu", seconds=0.002)
-    args = ["default", "the cat", ["sd", "gbv", "spectr", "spectr_gbv"], 4, 4, 0.8, 200, 0, True]
+    args = ["default", "the cat", ["sd", "gbv", "spectr", "spectr_gbv"], 4, 4, 0.8, 200, 0, True, 1]
     _join_and_leave(url, "compare", args, after_s=1.0)
     left = time.monotonic()
     assert len(calls) > 50  # it was computing

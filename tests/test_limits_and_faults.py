@@ -68,9 +68,12 @@ def test_prompt_tokens_over_the_limit_are_refused(limits):
 
 
 def test_a_request_past_its_iteration_or_time_budget_is_stopped(limits, monkeypatch):
+    """Stopped mid-run, Generate keeps the iterations that finished and says where and why it stopped."""
     limits(iterations=3)
-    with pytest.raises(gr.Error, match="more than 3 decoding iterations"):
-        toy_generate(L=1, tokens=40)
+    _html, line, data, _state, _slider, grid, _figure, details = toy_generate(L=1, tokens=40)
+    assert data["target_calls"] == 3 and 3 <= data["new_tokens"] < 40  # L = 1: one or two tokens an iteration
+    assert f"stopped at {data['new_tokens']} / 40 tokens" in line and "more than 3 decoding iterations" in line
+    assert data["stopped"] and 'class="grid-row"' in grid and details["iteration"] == 1  # the explorer is filled
     budget = Budget(dataclasses.replace(limits_module.LIMITS, seconds=5))
     clock = iter([1e9])  # the next reading is far past the deadline
     monkeypatch.setattr(limits_module.time, "monotonic", lambda: next(clock))
@@ -81,13 +84,13 @@ def test_a_request_past_its_iteration_or_time_budget_is_stopped(limits, monkeypa
 def test_sweep_and_fidelity_sizes_are_bounded(limits):
     limits(sweep_runs=4)
     with pytest.raises(gr.Error, match="2 methods x 3 values = 6 runs .*SPECTR_GBV_MAX_SWEEP_RUNS"):
-        app.run_sweep("toy", "the", ["sd", "gbv"], "K", "1,2,3", 2, 2, 0.7, 5, 0)
+        last(app.run_sweep("toy", "the", ["sd", "gbv"], "K", "1,2,3", 2, 2, 0.7, 5, 0))
     with pytest.raises(gr.Error, match="K x L = 8 x 16"):  # every swept value must fit the memory limit
-        app.run_sweep("toy", "the", ["sd"], "L", "2, 16", 8, 2, 0.7, 5, 0)
+        last(app.run_sweep("toy", "the", ["sd"], "L", "2, 16", 8, 2, 0.7, 5, 0))
     limits(fidelity_runs=50)
     with pytest.raises(gr.Error, match="SPECTR_GBV_MAX_FIDELITY_RUNS"):
-        app.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 60, 1)
-    assert app.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 50, 1)[1]["runs"] == 50
+        last(app.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 60, 1))
+    assert last(app.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 50, 1))[-1]["runs"] == 50
 
 
 def test_arbitrary_models_only_when_the_operator_allows_them(limits, tmp_path):

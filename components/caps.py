@@ -1,0 +1,101 @@
+"""The most each control may ask for, from the same rules the server refuses with (before the click).
+
+The handlers refuse settings over a limit (`components.limits`, `components.settings`, the
+app's up-front `check_fits`); these functions compute, for the current other settings, the
+largest value those rules accept, so the UI can cap its sliders there instead of letting a
+click fail. Nothing here loads a model: a teaching pair has no end-of-text token (a run of n
+tokens needs at least ceil(n / (L + 1)) iterations), a model pair may stop after one.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from spectr_gbv import AUTOREGRESSIVE
+from spectr_gbv.pairs import PAIRS, TOY_KEY, TWO_TOKEN_KEY
+
+from . import limits as limits_module
+from .limits import fewest_iterations
+from .runs import ignored_settings
+from .settings import MAX_DRAFT_LENGTH
+
+MAX_SWEEP_VALUES = 8
+FIDELITY_MIN_RUNS = 10
+
+
+def _limits(limits):
+    return limits or limits_module.LIMITS  # looked up when called: tests swap the server's limits
+
+
+def is_teaching_pair(pair_key) -> bool:
+    key = {info.label: k for k, info in PAIRS.items()}.get(pair_key, pair_key)
+    return key in (TOY_KEY, TWO_TOKEN_KEY)
+
+
+def max_draft_length(num_drafts, limits=None) -> int:
+    """L's maximum for this K: K x L drafted tokens per iteration must fit SPECTR_GBV_MAX_BLOCK_TOKENS."""
+    k = max(int(num_drafts or 1), 1)
+    return max(1, min(MAX_DRAFT_LENGTH, _limits(limits).block_tokens // k))
+
+
+def max_fidelity_runs(pair_key, method, draft_length, num_tokens, limits=None) -> int:
+    """Fidelity's largest N for this pair: its limit on runs, and N runs of `num_tokens` tokens (their
+    fewest iterations) plus the exact law's first scoring call within the iteration budget."""
+    limits = _limits(limits)
+    teaching = is_teaching_pair(pair_key)
+    most = limits.fidelity_runs if teaching else limits.fidelity_runs_llm
+    length = 0 if method == AUTOREGRESSIVE else max(int(draft_length or 1), 1)
+    per_run = fewest_iterations(max(int(num_tokens or 1), 1), length, can_stop_early=not teaching)
+    return max(FIDELITY_MIN_RUNS, min(most, (limits.iterations - 1) // per_run))
+
+
+def max_sweep_values(num_methods, limits=None) -> int:
+    """How many values a sweep may have with this many methods (SPECTR_GBV_MAX_SWEEP_RUNS = methods x values)."""
+    return max(1, min(MAX_SWEEP_VALUES, _limits(limits).sweep_runs // max(int(num_methods or 1), 1)))
+
+
+# ------------------------------------------------------------------ the controls' notes and caps
+
+
+def ignored_info(method, setting: str) -> str | None:
+    """The K or L slider's note when the Generate/Fidelity method ignores it."""
+    by = ignored_settings([method]).get(setting)
+    return f"ignored by {', '.join(by)} (Generate, Fidelity)" if by else None
+
+
+def draft_length_info(num_drafts, method) -> str:
+    cap = max_draft_length(num_drafts)
+    note = f"at most {cap} at K = {int(num_drafts or 1)} (K x L <= {_limits(None).block_tokens}, SPECTR_GBV_MAX_BLOCK_TOKENS)"
+    ignored = ignored_info(method, "L")
+    return f"{note}; {ignored}" if ignored else note
+
+
+def sweep_values_label(num_methods) -> str:
+    return f"Values (at most {max_sweep_values(num_methods)} with {int(num_methods or 1)} method(s))"
+
+
+def fidelity_runs_info(most: int) -> str:
+    return f"at most {most} for this pair and these settings"
+
+
+def cap_controls(pair, method, num_drafts, draft_length, methods, values, num_runs, num_tokens) -> None:
+    """Cap the controls where the server would refuse (components.caps), as the other settings change."""
+
+    def cap_draft_length(k, m, length):
+        cap = max_draft_length(k)
+        return gr.update(maximum=cap, value=min(int(length or 1), cap), info=draft_length_info(k, m))
+
+    def cap_runs(pair_key, m, length, tokens, n):
+        most = max_fidelity_runs(pair_key, m, length, tokens)
+        return gr.update(maximum=most, value=min(int(n or most), most), info=fidelity_runs_info(most))
+
+    for control in (num_drafts, method):
+        control.change(cap_draft_length, [num_drafts, method, draft_length], draft_length, queue=False,
+                       show_progress="hidden", api_visibility="private")
+    method.change(lambda m: gr.update(info=ignored_info(m, "K")), method, num_drafts, queue=False,
+                  show_progress="hidden", api_visibility="private")
+    for control in (pair, method, draft_length, num_tokens):
+        control.change(cap_runs, [pair, method, draft_length, num_tokens, num_runs], num_runs, queue=False,
+                       show_progress="hidden", api_visibility="private")
+    methods.change(lambda chosen: gr.update(label=sweep_values_label(len(chosen or []) or 1)), methods, values,
+                   queue=False, show_progress="hidden", api_visibility="private")

@@ -1,0 +1,117 @@
+"""Compare's results so far and the outputs they make, for a streaming handler (app.compare).
+
+The texts, metric lines and speedups come from independent runs (the first seed's); the
+charts from the coupled runs when there are any (all seeds, or the seeds whose coupled run
+finished before a budget stop), else from the independent runs; the outputs say which.
+"""
+
+from __future__ import annotations
+
+from spectr_gbv.ceiling import run_ceiling
+from spectr_gbv.coupled import CoupledRun
+from spectr_gbv.records import RunRecord
+
+from . import figures
+from .band_figures import efficiency_band_figure
+from .runs import Stop, header_html, header_line, point_from_summaries, titled
+from .text import metrics_line, provenance_html, side_by_side_html
+
+
+class CompareView:
+    """Compare's results so far and the outputs they make (texts: independent runs; charts: coupled ones when there)."""
+
+    def __init__(self, pair, prompt_ids, methods, base, coupled, seeds, timed):
+        self.pair, self.prompt_ids, self.methods, self.base = pair, prompt_ids, methods, base
+        self.coupled, self.seeds, self.timed = coupled, seeds, timed
+        self.ar: list[RunRecord] = []
+        self.runs: dict[str, list[RunRecord]] = {}  # per method, one run per seed
+        self.coupled_runs: list[CoupledRun] = []  # one per seed
+        self.stop: Stop | None = None
+
+    def planned(self) -> int:
+        return 1 + self.timed + len(self.methods) * len(self.seeds) + self.coupled * len(self.seeds)
+
+    def finished(self) -> int:
+        return len(self.ar) + sum(map(len, self.runs.values())) + len(self.coupled_runs)
+
+    def done(self) -> list[str]:
+        """The methods whose runs (every seed) have finished, in the order asked for."""
+        return [m for m in self.methods if len(self.runs.get(m, [])) == len(self.seeds)]
+
+    def chart_summaries(self, done: list[str]) -> dict[str, list[dict]]:
+        """Per method, one summary per seed: of the coupled runs when there are any, else of the independent runs."""
+        if self.coupled_runs:
+            return {m: [run.summary(m) for run in self.coupled_runs] for m in done}
+        return {m: [run.summary() | {"accepted_length_histogram": run.accepted_length_histogram}
+                    for run in self.runs[m]] for m in done}
+
+    def theory_series(self, done: list[str]) -> dict:
+        """Measured and expected accepted counts per iteration, of the first seed's run (for the theory chart)."""
+        if self.coupled_runs:
+            return {m: (self.coupled_runs[0].accepted(m), self.coupled_runs[0].expected(m)) for m in done}
+        first = {m: self.runs[m][0] for m in done}
+        return {m: ([it.num_accepted for it in first[m].iterations],
+                    None if first[m].mean_expected_accepted is None
+                    else [it.expected_accepted for it in first[m].iterations]) for m in done}
+
+    def ceiling(self, done: list[str]) -> float | None:
+        """The best any exact rule could do at the contexts of the charts' first run (teaching pairs only)."""
+        emitted = ([s.emitted for s in self.coupled_runs[0].steps] if self.coupled_runs
+                   else [it.emitted for it in self.runs[done[0]][0].iterations])
+        return run_ceiling(self.pair.info.key, self.prompt_ids, emitted, self.base.config(done[0]))
+
+    def speedups(self, done: list[str]) -> dict[str, float]:
+        """tokens/s of each method's first run over AR's (harmonic mean of the AR runs before and after)."""
+        if not self.ar:
+            return {}
+        ar_rate = len(self.ar) / sum(1 / run.tokens_per_second for run in self.ar)
+        return {m: self.runs[m][0].tokens_per_second / ar_rate for m in done}
+
+    def header(self, done: list[str], final: bool) -> str:
+        seeds = [f"{len(self.seeds)} seeds ({self.seeds[0]} to {self.seeds[-1]})"] if len(self.seeds) > 1 else []
+        line = header_line(self.pair.info.key, self.methods, self.base.num_drafts, self.base.draft_length,
+                           self.base.temperature, self.base.seed, seeds + [f"{self.base.max_new_tokens} tokens"],
+                           self.stop)
+        if not final:
+            line += f"running: {len(done)} of {len(self.methods)} methods done"
+        sources = ("Texts and speedups: independent runs (first seed). Charts: "
+                   + ("coupled runs, the same drafts and random draws for every method." if self.coupled_runs
+                      else "independent runs."))
+        return header_html(line) + f'<div class="compare-sources">{sources}</div>'
+
+    def outputs(self, final: bool = False) -> tuple:
+        """Compare's eight outputs: side by side texts, six charts, the data."""
+        pair, done, coupled = self.pair, self.done(), bool(self.coupled_runs)
+        first = {m: self.runs[m][0] for m in done}
+        repeats = self.chart_summaries(done)
+        shown = [repeats[m][0] for m in done]  # the charts of distributions: the first seed's run
+        points = {m: point_from_summaries(repeats[m]) for m in done}
+        ceiling = self.ceiling(done) if final and done else None
+        speedups = self.speedups(done)
+        phases = ({"ar": self.ar[0].phase_ms_per_token} if self.ar else {}) | {m: first[m].phase_ms_per_token for m in done}
+        device = str(getattr(pair.target, "device", "cpu"))
+        data = {
+            "pair": pair.info.key, "methods": self.methods, "coupled": self.coupled, "device": device,
+            "seeds": self.seeds, "stopped": self.stop.text() if self.stop else None, "finished_methods": done,
+            "ar": self.ar[0].summary() if self.ar else None,
+            "independent": [first[m].summary() | {"accepted_length_histogram": first[m].accepted_length_histogram}
+                            for m in done],
+            "speedup_vs_ar": speedups if self.timed else None,
+            "ms_per_token_by_phase": phases if self.timed else None,
+            "coupled_runs": [self.coupled_runs[0].summary(m) for m in done] if coupled else None,
+            "coupled_seeds": [run.config.seed for run in self.coupled_runs] if coupled else None,
+            "leader": self.coupled_runs[0].config.method if coupled else None,
+            "block_efficiency_over_seeds": points,
+            "ceiling_expected_accepted": ceiling,  # best any exact rule can do (teaching pairs only)
+        }
+        texts = {m: provenance_html(first[m], pair.token_text, legend=False) for m in done}
+        return (
+            self.header(done, final) + side_by_side_html(texts, {m: metrics_line(first[m]) for m in done}),
+            efficiency_band_figure(points, coupled=coupled, ceiling=ceiling),
+            titled(figures.histogram_figure(shown), coupled),
+            titled(figures.per_position_figure(shown), coupled),
+            titled(figures.calls_per_token_figure(shown), coupled),
+            figures.speedup_figure(speedups, device, phases, timed=self.timed),
+            titled(figures.theory_figure(self.theory_series(done)), coupled),
+            data,
+        )

@@ -1,0 +1,92 @@
+"""Nothing lost, in a real browser (headless Chromium, Toy world): a budget that runs out mid-Compare
+leaves the methods that finished on screen, with a header saying where it stopped; an example
+runs Generate with the sidebar's settings and fills the explorer; L's maximum follows K; Stop keeps
+the tokens so far and fills the explorer with their iterations."""
+
+from __future__ import annotations
+
+import time
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+import app
+from app_server import running_app
+from browser_kit import TIMEOUT, browser, count, open_tab, screenshots, scroll_to, wait_for  # noqa: F401
+from test_limits_and_faults import limits  # noqa: F401  (the server runs in this process: its limits are swapped)
+
+
+def test_a_budget_stop_leaves_partial_results_on_screen(browser, screenshots, limits):
+    # The up-front minimum for the defaults: AR's 40 iterations at 40 tokens and 7 drafted runs of at
+    # least 8 (6 methods and the coupled run, 5 tokens an iteration at L = 4); real runs take more.
+    limits(iterations=40 + 7 * 8)
+    with running_app(default_pair="toy", default_prompt="the cat") as url:
+        browser.get(url)
+        open_tab(browser, "Compare")
+        browser.find_element(By.CSS_SELECTOR, "#compare-button").click()
+        WebDriverWait(browser, TIMEOUT).until(lambda d: "stopped at" in d.find_element(By.ID, "compare-outputs").text,
+                                              message="the 'stopped at' header")
+        text = browser.find_element(By.ID, "compare-outputs").text
+        assert "Toy world" in text and "K = 2" in text and "seed 0" in text and "more than 96 decoding iterations" in text
+        assert 1 <= count(browser, "#compare-outputs .compare-column") < 6  # what finished, not all six
+        assert count(browser, "#compare-outputs span.tok") >= 40  # a finished method's whole text
+        wait_for(browser, "#compare-efficiency .js-plotly-plot")
+        assert not browser.find_elements(By.CSS_SELECTOR, ".toast-body.error")  # a note, not an error
+        scroll_to(browser, "#compare-outputs")
+        browser.save_screenshot(str(screenshots / "compare-stopped.png"))
+
+        open_tab(browser, "Generate")
+        example = next(e for e in browser.find_elements(By.CSS_SELECTOR, ".gallery-item, button.example, tr.tr-body")
+                       if "the cat" in e.text)
+        example.click()
+        WebDriverWait(browser, TIMEOUT).until(lambda d: "K = 2" in d.find_element(By.ID, "generate-metrics").text,
+                                              message="the example's run with the sidebar's K")
+        open_tab(browser, "Iteration explorer")
+        wait_for(browser, "#draft-grid tr.grid-row", at_least=2)  # the sidebar's K = 2 draft rows
+        assert count(browser, "#draft-grid tr.grid-row") == 2
+
+        k_box = browser.find_element(By.CSS_SELECTOR, "#num-drafts input[type='number']")
+        k_box.clear()
+        k_box.send_keys("8", Keys.ENTER)  # K = 8: L may be at most 64 // 8 = 8 before any click
+        WebDriverWait(browser, TIMEOUT).until(
+            lambda d: d.find_element(By.CSS_SELECTOR, "#draft-length input[type='range']").get_attribute("max") == "8",
+            message="L's maximum following K")
+        assert "at most 8 at K = 8" in browser.find_element(By.ID, "draft-length").text
+
+
+def _slow_toy_pair(seconds: float):
+    """The Toy world, every model call `seconds` slower: a run long enough to press Stop in."""
+    from spectr_gbv import toy
+    from spectr_gbv.models.function import FunctionModel
+    from spectr_gbv.pairs import PAIRS, TOY_KEY, Pair
+
+    def slow(probs_fn):
+        def probs(context):
+            time.sleep(seconds)
+            return probs_fn(context)
+        return probs
+
+    target = FunctionModel(slow(toy._target_probs), len(toy.WORDS), name="slow toy target")
+    draft = FunctionModel(slow(toy._draft_probs), len(toy.WORDS), name="slow toy draft")
+    return Pair(PAIRS[TOY_KEY], target, draft, toy.encode, toy.decode, list(toy.WORDS))
+
+
+def test_stop_keeps_the_tokens_and_fills_the_explorer(browser, monkeypatch):
+    slow_toy = _slow_toy_pair(0.01)
+    monkeypatch.setattr(app, "get_pair", lambda key, **kwargs: slow_toy)
+    with running_app(default_pair="toy", default_prompt="the cat") as url:
+        browser.get(url)
+        wait_for(browser, "#generate-button")
+        browser.find_element(By.CSS_SELECTOR, "#generate-button").click()
+        wait_for(browser, "#generate-output span.tok", at_least=3)  # a few iterations in, of 40 tokens
+        browser.find_element(By.CSS_SELECTOR, "#stop-button").click()
+        WebDriverWait(browser, TIMEOUT).until(lambda d: "you pressed Stop" in d.find_element(By.ID, "generate-metrics").text,
+                                              message="the note that Stop stopped the run")
+        line = browser.find_element(By.ID, "generate-metrics").text
+        tokens = count(browser, "#generate-output span.tok")
+        assert f"stopped at {tokens} / 40 tokens" in line and tokens < 40  # the note counts the tokens on screen
+        assert "Error" not in line and "Error" not in browser.find_element(By.ID, "generate-output").text  # no badge
+        open_tab(browser, "Iteration explorer")
+        wait_for(browser, "#draft-grid tr.grid-row", at_least=2)  # the explorer shows the iterations decoded so far
+        assert "Iteration 1:" in browser.find_element(By.ID, "draft-grid").text
