@@ -6,7 +6,8 @@ mean_expected_accepted, per_position_acceptance, accepted_length_histogram,
 target_calls, new_tokens ...). Hardware-free numbers and wall-clock numbers are kept on
 separate figures, and the wall-clock ones say so in their titles. Every per-method trace or
 bar takes the method's fixed colour from components.palette (keyed by name, never by
-selection order; the lossy rule dashed and hatched).
+selection order; the lossy rule dashed and hatched). The block-efficiency charts of Compare
+and Sweep, which carry bands over repeats, are in components.band_figures.
 """
 
 from __future__ import annotations
@@ -31,31 +32,6 @@ def _figure(title: str, x_title: str, y_title: str, subtitle: str | None = None)
     fig = go.Figure()
     fig.update_layout(title=dict(text=title, subtitle=dict(text=subtitle) if subtitle else None),
                       xaxis_title=x_title, yaxis_title=y_title, **LAYOUT)
-    return fig
-
-
-def efficiency_figure(summaries: Sequence[dict], coupled: bool = False, ceiling: float | None = None) -> go.Figure:
-    """Block efficiency and mean acceptance length per method (hardware-free).
-
-    `ceiling`: the best E[tau] any exact K-draft rule can reach at this run's contexts
-    (`spectr_gbv.ceiling`, teaching pairs only), drawn as the line 1 + ceiling."""
-    subtitle = "coupled: same drafts and random draws for every method" if coupled else "independent runs, same seed"
-    # Both bars in the method's colour (its fixed colour, chart to chart), the second paler; a
-    # legend would show one method's colour for both, so the subtitle says which bar is which.
-    subtitle += "<br>solid bar: block efficiency; pale bar: mean acceptance length (1 + mean tau)"
-    fig = _figure("Block efficiency and mean acceptance length", "", "tokens per target call", subtitle)
-    fig.update_layout(margin=dict(t=100))
-    names = [s["method"] for s in summaries]
-    labels = [method_label(m) for m in names]
-    fig.add_bar(name="block efficiency", x=labels, y=[s["block_efficiency"] for s in summaries], marker=bar_marker(names),
-                showlegend=False)
-    fig.add_bar(name="mean acceptance length (1 + mean tau)", x=labels, y=[s["mean_acceptance_length"] for s in summaries],
-                marker=bar_marker(names, opacity=0.5), showlegend=False)
-    fig.update_layout(barmode="group")
-    if ceiling is not None:
-        fig.add_hline(y=1 + ceiling, line_dash="dash", line_color="#444444",
-                      annotation_text=f"best any exact rule can do: {1 + ceiling:.2f} (LP, expected)",
-                      annotation_position="top left")
     return fig
 
 
@@ -179,27 +155,6 @@ def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_k
             fig.add_annotation(x=name, y=max(t.final_prob, t.target_prob), text="drawn", showarrow=True, arrowhead=2)
     fig.update_layout(barmode="group")
     return fig
-
-
-def sweep_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Figure, go.Figure]:
-    """Block efficiency (hardware-free) and measured speedup against the swept value, per method
-    (`timed=False`: the teaching pairs, whose wall-clock numbers mean nothing, get no speed lines)."""
-    axis = rows[0]["axis"] if rows else "K"
-    efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens per target call", "hardware-free")
-    speed = _figure(f"Wall-clock speedup vs AR as {axis} varies", axis, "tokens/s over AR's",
-                    "one timed run per point, on this server in this request: depends on the hardware")
-    for method in dict.fromkeys(r["method"] for r in rows):
-        mine = [r for r in rows if r["method"] == method]
-        xs = [r["value"] for r in mine]
-        efficiency.add_scatter(name=method_label(method), x=xs, y=[r["block_efficiency"] for r in mine], mode="lines+markers",
-                               **line_style(method))
-        if timed:
-            speed.add_scatter(name=method_label(method), x=xs, y=[r["speedup_vs_ar"] for r in mine], mode="lines+markers",
-                              **line_style(method))
-    if not timed:  # the efficiency lines are hardware-free: drawn for the teaching pairs too
-        return efficiency, speedup_figure({}, "", timed=False)
-    speed.add_hline(y=1.0, line_dash="dash")
-    return efficiency, speed
 
 
 def fidelity_figure(result, outcome_text: Sequence[str]) -> go.Figure:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from components import figures
+from components.band_figures import efficiency_band_figure, sweep_band_figures
+from components.runs import point_from_summaries, point_stats
 from components.palette import LOSSY_RED
 from components.grid import draft_grid_html
 from components.text import metrics_line, provenance_html, side_by_side_html
@@ -27,7 +29,9 @@ def summaries(records):
 
 def test_compare_figures_have_one_trace_per_method(records):
     s = summaries(records)
-    assert len(figures.efficiency_figure(s).data) == 2 and list(figures.efficiency_figure(s).data[0].x) == ["SD", "GBV", "SpecTr-GBV"]
+    bars = efficiency_band_figure({x["method"]: point_from_summaries([x]) for x in s}, coupled=False).data
+    assert list(bars[0].x) == ["SD", "GBV", "SpecTr-GBV"]
+    assert list(bars[0].y) == pytest.approx([x["block_efficiency"] for x in s])
     assert len(figures.histogram_figure(s).data) == 3
     assert all(abs(sum(t.y) - 1) < 1e-9 for t in figures.histogram_figure(s).data)
     per_position = figures.per_position_figure(s).data
@@ -47,8 +51,9 @@ def test_wall_clock_figures_say_they_depend_on_the_hardware(records):
     assert bars["target"] == [80.0, 40.0, 30.0] and bars["draft"] == [0.0, 5.0, 6.0]
     hidden = figures.speedup_figure({"sd": 9.0}, "cpu", phases, timed=False)
     assert not hidden.data and "lookup tables" in hidden.layout.annotations[0].text
-    rows = [{"axis": "K", "value": k, "method": "spectr_gbv", "block_efficiency": 1 + k / 4, "speedup_vs_ar": 0.5} for k in (1, 2)]
-    efficiency, speed = figures.sweep_figures(rows)
+    rows = [{"axis": "K", "value": k, "method": "spectr_gbv", "speedup_vs_ar": 0.5} | point_stats([1 + k / 4], [None], [10])
+            for k in (1, 2)]
+    efficiency, speed = sweep_band_figures(rows)
     assert "hardware" in speed.layout.title.subtitle.text and list(efficiency.data[0].x) == [1, 2]
 
 
