@@ -109,3 +109,28 @@ def test_sweep_rows_vary_the_chosen_setting_and_time_ar_once_per_temperature():
         sweep(target, draft, encode("the"), ["gbv"], "Z", [1], DecodeConfig())
     with pytest.raises(ValueError, match="num_drafts"):
         sweep(target, draft, encode("the"), ["gbv"], "K", [0], DecodeConfig())
+
+
+def test_method_ticks_stand_upright_on_short_lines_and_the_fidelity_legend_clears_them():
+    from spectr_gbv import METHODS
+
+    labels = [figures.method_label(m) for m in METHODS]
+    charts = [efficiency_band_figure({m: point_stats([1.5], [None], [10]) for m in METHODS}, coupled=True),
+              figures.calls_per_token_figure([{"method": m, "block_efficiency": 2.0} for m in METHODS]),
+              figures.speedup_figure({m: 1.2 for m in METHODS}, "cpu")]
+    for chart in charts:  # "SpecTr-GBV as released (lossy)" tilted was cut off under a half-screen chart
+        axis = chart.layout.xaxis
+        assert axis.tickangle == 0 and axis.automargin and list(axis.tickvals) == labels
+        assert all(len(line) <= len("Traversal") for tick in axis.ticktext for line in tick.split("<br>"))
+        assert [t.replace("<br>", " ").replace("- ", "-") for t in axis.ticktext][:-1] == labels[:-1]
+        assert "lossy" in axis.ticktext[-1]
+    assert not charts[0].layout.showlegend  # one swatch would show one method's colour for every bar
+    assert all(len(line) <= 90 for line in charts[0].layout.title.subtitle.text.split("<br>"))
+
+
+def test_the_fidelity_legend_sits_above_the_plot_out_of_the_tilted_outcomes_way():
+    import app
+
+    *_, (_header, chart, data) = app.run_fidelity("toy", "the cat", "sd", 1, 2, 1.0, 20, 3)
+    assert data["runs"] == 20 and chart.layout.legend.y >= 1 and chart.layout.legend.yanchor == "bottom"
+    assert chart.layout.xaxis.automargin
