@@ -45,7 +45,7 @@ def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: floa
     title = "Block efficiency, coupled runs" if coupled else "Block efficiency, independent runs"
     # Two short subtitle lines and no legend (one swatch would show one method's colour for all
     # bars): the subtitle says what the bars and the black marks are.
-    fig = _figure(title, "", "tokens per target call (AR = 1)",
+    fig = _figure(title, "", "tokens / target call (AR = 1)",
                   f"{kind}; {_seeds(repeats)}<br>bars: measured mean; black line: {THEORY}")
     fig.update_layout(margin=dict(t=100), showlegend=False)
     labels = [method_label(m) for m in points]
@@ -75,7 +75,7 @@ def sweep_band_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Fig
     """Mean block efficiency (band shaded, theory dotted) and one-run speedup against the swept value, per method."""
     axis = rows[0]["axis"] if rows else "K"
     repeats = max((r["repeats"] for r in rows), default=1)
-    efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens per target call (AR = 1)",
+    efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens / target call (AR = 1)",
                          f"hardware-free; {_seeds(repeats)}; dotted: theory")
     speed = (speedup_figure({}, "", timed=False) if not timed else
              _figure(f"Wall-clock speedup vs AR as {axis} varies", axis, "tokens/s over AR's",
