@@ -31,9 +31,9 @@ run: $(STAMP)
 test: $(STAMP) $(BROWSER)
 	$(PY) -m pytest
 
-# The README's screenshots: the browser test, saving into assets/screenshots.
+# The README's screenshots: every browser test module, each saving its captures into assets/screenshots.
 screenshots: $(STAMP) $(BROWSER)
-	SPECTR_GBV_SCREENSHOTS=assets/screenshots $(PY) -m pytest -q tests/test_browser.py tests/test_browser_words.py
+	SPECTR_GBV_SCREENSHOTS=assets/screenshots $(PY) -m pytest -q tests/test_browser*.py
 
 # Each method at its best (K, L) on this machine (a small search first), then 3 repeats,
 # each timed against the AR of the same repeat: median and range of the speedup, per-phase times.

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from spectr_gbv import METHODS
 
-from .figures import _figure, method_label, speedup_figure
+from .figures import _figure, method_axis, method_label, speedup_figure
 from .palette import bar_marker, line_style, method_colour
 
 THEORY = "theory 1 + mean E[tau | drafts]"
@@ -43,8 +43,11 @@ def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: floa
     repeats = max((p["repeats"] for p in points.values()), default=1)
     kind = "same drafts and draws for every method" if coupled else "same seeds for every method"
     title = "Block efficiency, coupled runs" if coupled else "Block efficiency, independent runs"
-    fig = _figure(title, "", "tokens per target call (AR = 1)",
-                  f"{kind}; {_seeds(repeats)}; black line: theory")
+    # Two short subtitle lines and no legend (one swatch would show one method's colour for all
+    # bars): the subtitle says what the bars and the black marks are.
+    fig = _figure(title, "", "tokens / target call (AR = 1)",
+                  f"{kind}; {_seeds(repeats)}<br>bars: measured mean; black line: {THEORY}")
+    fig.update_layout(margin=dict(t=100), showlegend=False)
     labels = [method_label(m) for m in points]
     fig.add_bar(name="measured (mean)", x=labels, y=[p["mean_block_efficiency"] for p in points.values()],
                 marker=bar_marker(list(points)), hovertext=[_band_text(p) for p in points.values()],
@@ -59,6 +62,7 @@ def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: floa
     if theory:
         fig.add_scatter(name=THEORY, x=[t[0] for t in theory], y=[t[1] for t in theory],
                         mode="markers", marker=dict(symbol="line-ew-open", size=36, color="#222222", line=dict(width=3)))
+    method_axis(fig, labels)
     if ceiling is not None:
         fig.add_hline(y=1 + ceiling, line_dash="dash", line_color="#444444",
                       annotation_text=f"best any exact rule can do: {1 + ceiling:.2f} (LP, expected)",
@@ -71,7 +75,7 @@ def sweep_band_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Fig
     """Mean block efficiency (band shaded, theory dotted) and one-run speedup against the swept value, per method."""
     axis = rows[0]["axis"] if rows else "K"
     repeats = max((r["repeats"] for r in rows), default=1)
-    efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens per target call (AR = 1)",
+    efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens / target call (AR = 1)",
                          f"hardware-free; {_seeds(repeats)}; dotted: theory")
     speed = (speedup_figure({}, "", timed=False) if not timed else
              _figure(f"Wall-clock speedup vs AR as {axis} varies", axis, "tokens/s over AR's",

@@ -6,7 +6,8 @@ mean_expected_accepted, per_position_acceptance, accepted_length_histogram,
 target_calls, new_tokens ...). Hardware-free numbers and wall-clock numbers are kept on
 separate figures, and the wall-clock ones say so in their titles. Every per-method trace or
 bar takes the method's fixed colour from components.palette (keyed by name, never by
-selection order; the lossy rule dashed and hatched).
+selection order; the lossy rule dashed and hatched). The block-efficiency charts of Compare
+and Sweep, which carry bands over repeats, are in components.band_figures.
 """
 
 from __future__ import annotations
@@ -27,35 +28,24 @@ def method_label(name: str) -> str:
     return METHODS[name].label if name in METHODS else ("AR" if name == "ar" else name)
 
 
+def tick_text(label: str) -> str:
+    """A method's name as a category tick, broken at hyphens and spaces onto short lines, so six
+    methods fit under a chart half a screen wide without Plotly tilting them out of the frame
+    ("SpecTr-GBV as released (lossy)" was cut off)."""
+    lines = label.replace(" as released ", "<br>released<br>").split("<br>")
+    return "<br>".join(line.replace("-", "-<br>") if len(line) > 7 else line for line in lines)
+
+
+def method_axis(fig: go.Figure, labels: Sequence[str], **where) -> None:
+    """Category ticks for the methods, upright and wrapped (`tick_text`), with the margin they need."""
+    fig.update_xaxes(tickmode="array", tickvals=list(labels), ticktext=[tick_text(t) for t in labels], tickangle=0,
+                     automargin=True, **where)
+
+
 def _figure(title: str, x_title: str, y_title: str, subtitle: str | None = None) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(title=dict(text=title, subtitle=dict(text=subtitle) if subtitle else None),
                       xaxis_title=x_title, yaxis_title=y_title, **LAYOUT)
-    return fig
-
-
-def efficiency_figure(summaries: Sequence[dict], coupled: bool = False, ceiling: float | None = None) -> go.Figure:
-    """Block efficiency and mean acceptance length per method (hardware-free).
-
-    `ceiling`: the best E[tau] any exact K-draft rule can reach at this run's contexts
-    (`spectr_gbv.ceiling`, teaching pairs only), drawn as the line 1 + ceiling."""
-    subtitle = "coupled: same drafts and random draws for every method" if coupled else "independent runs, same seed"
-    # Both bars in the method's colour (its fixed colour, chart to chart), the second paler; a
-    # legend would show one method's colour for both, so the subtitle says which bar is which.
-    subtitle += "<br>solid bar: block efficiency; pale bar: mean acceptance length (1 + mean tau)"
-    fig = _figure("Block efficiency and mean acceptance length", "", "tokens per target call", subtitle)
-    fig.update_layout(margin=dict(t=100))
-    names = [s["method"] for s in summaries]
-    labels = [method_label(m) for m in names]
-    fig.add_bar(name="block efficiency", x=labels, y=[s["block_efficiency"] for s in summaries], marker=bar_marker(names),
-                showlegend=False)
-    fig.add_bar(name="mean acceptance length (1 + mean tau)", x=labels, y=[s["mean_acceptance_length"] for s in summaries],
-                marker=bar_marker(names, opacity=0.5), showlegend=False)
-    fig.update_layout(barmode="group")
-    if ceiling is not None:
-        fig.add_hline(y=1 + ceiling, line_dash="dash", line_color="#444444",
-                      annotation_text=f"best any exact rule can do: {1 + ceiling:.2f} (LP, expected)",
-                      annotation_position="top left")
     return fig
 
 
@@ -73,7 +63,7 @@ def histogram_figure(summaries: Sequence[dict]) -> go.Figure:
 
 def per_position_figure(summaries: Sequence[dict]) -> go.Figure:
     """P(tau >= i): how often position i of the draft is reached and accepted."""
-    fig = _figure("Per-position acceptance", "draft position i", "share of iterations with tau >= i")
+    fig = _figure("Per-position acceptance", "draft position i", "share with tau >= i")
     for s in summaries:
         values = s.get("per_position_acceptance") or []
         fig.add_scatter(name=method_label(s["method"]), x=list(range(1, len(values) + 1)), y=values, mode="lines+markers",
@@ -84,9 +74,10 @@ def per_position_figure(summaries: Sequence[dict]) -> go.Figure:
 
 def calls_per_token_figure(summaries: Sequence[dict]) -> go.Figure:
     fig = _figure("Target calls per token", "", "target calls / token", "lower is better; AR = 1")
-    fig.add_bar(x=[method_label(s["method"]) for s in summaries],
-                y=[1 / s["block_efficiency"] if s["block_efficiency"] else None for s in summaries],
+    labels = [method_label(s["method"]) for s in summaries]
+    fig.add_bar(x=labels, y=[1 / s["block_efficiency"] if s["block_efficiency"] else None for s in summaries],
                 marker=bar_marker([s["method"] for s in summaries]))
+    method_axis(fig, labels)
     return fig
 
 
@@ -99,9 +90,10 @@ def speedup_figure(speedups: dict[str, float], device: str, phases: dict[str, di
     the reason: their timings measure Python overhead, not speculative decoding."""
     if not timed:
         fig = _figure("Wall-clock speedup: not shown for this pair", "", "")
-        fig.add_annotation(text="The teaching pairs are lookup tables: a 'forward' takes microseconds, so wall-clock<br>"
-                                "time measures Python overhead, not speculation. Block efficiency (left) is the<br>"
-                                "hardware-free measure; a real model pair shows the speedup.",
+        # Short lines: the note must fit a chart half a 1024 px screen wide.
+        fig.add_annotation(text="The teaching pairs are lookup tables:<br>a 'forward' takes microseconds, so wall-clock<br>"
+                                "time measures Python overhead, not speculation.<br>Block efficiency is the "
+                                "hardware-free measure;<br>a real model pair shows the speedup.",
                            showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(size=14))
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
@@ -109,8 +101,10 @@ def speedup_figure(speedups: dict[str, float], device: str, phases: dict[str, di
     subtitle = f"one timed run per method, AR timed before and after; this server ({device}): depends on the hardware"
     if not phases:
         fig = _figure("Wall-clock speedup vs AR", "", "tokens/s over AR's tokens/s", subtitle)
-        fig.add_bar(x=[method_label(m) for m in speedups], y=list(speedups.values()), marker=bar_marker(list(speedups)))
+        labels = [method_label(m) for m in speedups]
+        fig.add_bar(x=labels, y=list(speedups.values()), marker=bar_marker(list(speedups)))
         fig.add_hline(y=1.0, line_dash="dash", annotation_text="AR")
+        method_axis(fig, labels)
         return fig
     from plotly.subplots import make_subplots
 
@@ -126,6 +120,8 @@ def speedup_figure(speedups: dict[str, float], device: str, phases: dict[str, di
     for phase, colour in PHASE_COLOURS.items():
         fig.add_bar(name=phase, x=[method_label(m) for m in order if m in phases],
                     y=[phases[m].get(phase, 0.0) for m in order if m in phases], marker_color=colour, row=1, col=2)
+    method_axis(fig, labels, row=1, col=1)
+    method_axis(fig, [method_label(m) for m in order if m in phases], row=1, col=2)
     return fig
 
 
@@ -181,27 +177,6 @@ def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_k
     return fig
 
 
-def sweep_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Figure, go.Figure]:
-    """Block efficiency (hardware-free) and measured speedup against the swept value, per method
-    (`timed=False`: the teaching pairs, whose wall-clock numbers mean nothing, get no speed lines)."""
-    axis = rows[0]["axis"] if rows else "K"
-    efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens per target call", "hardware-free")
-    speed = _figure(f"Wall-clock speedup vs AR as {axis} varies", axis, "tokens/s over AR's",
-                    "one timed run per point, on this server in this request: depends on the hardware")
-    for method in dict.fromkeys(r["method"] for r in rows):
-        mine = [r for r in rows if r["method"] == method]
-        xs = [r["value"] for r in mine]
-        efficiency.add_scatter(name=method_label(method), x=xs, y=[r["block_efficiency"] for r in mine], mode="lines+markers",
-                               **line_style(method))
-        if timed:
-            speed.add_scatter(name=method_label(method), x=xs, y=[r["speedup_vs_ar"] for r in mine], mode="lines+markers",
-                              **line_style(method))
-    if not timed:  # the efficiency lines are hardware-free: drawn for the teaching pairs too
-        return efficiency, speedup_figure({}, "", timed=False)
-    speed.add_hline(y=1.0, line_dash="dash")
-    return efficiency, speed
-
-
 def fidelity_figure(result, outcome_text: Sequence[str]) -> go.Figure:
     """Empirical law of the first tokens against the target's exact law, with the 95 % band."""
     verdict = "inside" if result.within_noise else "OUTSIDE"
@@ -216,5 +191,8 @@ def fidelity_figure(result, outcome_text: Sequence[str]) -> go.Figure:
                 error_y=dict(type="data", symmetric=False, array=[r.band_high - r.exact for r in rows],
                              arrayminus=[r.exact - r.band_low for r in rows]))
     fig.add_bar(name="empirical", x=names, y=[r.empirical for r in rows], marker=bar_marker([result.method] * len(rows)))
-    fig.update_layout(barmode="group")
+    # Outcomes of three tokens make long, tilted ticks: the legend goes above the plot, out of their way.
+    fig.update_layout(barmode="group", margin=dict(t=110),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0))
+    fig.update_xaxes(automargin=True)
     return fig

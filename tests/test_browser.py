@@ -12,11 +12,30 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
-from browser_kit import TIMEOUT, browser, count, open_tab, screenshots, scroll_to, wait_for  # noqa: F401
+from browser_kit import TIMEOUT, WINDOW, browser, count, open_tab, screenshots, resize, scroll_to, wait_for  # noqa: F401
+
+
+def sideways_scrollers(driver) -> list[str]:
+    """Sidebar elements that scroll sideways (a long word in a control's note once did)."""
+    return driver.execute_script("""
+        return [...document.querySelectorAll('.sidebar *')].filter((e) => e.offsetParent !== null
+            && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX) && e.scrollWidth > e.clientWidth + 1)
+            .map((e) => e.className || e.tagName);""")
+
+
+def ticks_outside(driver, css: str) -> list[str]:
+    """The x tick labels of a Plotly chart that stick out of its frame (tilted long names were cut off)."""
+    return driver.execute_script("""
+        const chart = document.querySelector(arguments[0] + ' .js-plotly-plot');
+        const frame = chart.querySelector('svg.main-svg').getBoundingClientRect();
+        return [...chart.querySelectorAll('.xtick text')].filter((t) => { const r = t.getBoundingClientRect();
+            return r.left < frame.left - 1 || r.right > frame.right + 1 || r.bottom > frame.bottom + 1; })
+            .map((t) => t.textContent);""", css)
 
 
 def test_generate_explore_and_compare_in_a_real_browser(browser, screenshots):
     with running_app(default_pair="toy", default_prompt="the cat") as url:
+        resize(browser, *WINDOW)  # the README's screenshots: a 1440x900 page, not a 1440x900 window
         browser.get(url)
         wait_for(browser, "#generate-button")
         browser.find_element(By.CSS_SELECTOR, "#generate-button").click()
@@ -39,6 +58,8 @@ def test_generate_explore_and_compare_in_a_real_browser(browser, screenshots):
         wait_for(browser, "#compare-outputs .compare-column", at_least=5)
         wait_for(browser, "#compare-efficiency .js-plotly-plot")
         assert count(browser, ".js-plotly-plot") >= 6
-        scroll_to(browser, "#compare-outputs")
+        assert ticks_outside(browser, "#compare-efficiency") == []  # every method's name readable, the lossy one too
+        assert sideways_scrollers(browser) == []
+        scroll_to(browser, "#compare-efficiency")  # the charts (compare-stopped.png shows the columns)
         browser.save_screenshot(str(screenshots / "compare.png"))
     assert all((screenshots / f"{name}.png").stat().st_size > 10_000 for name in ("generate", "explorer", "compare"))

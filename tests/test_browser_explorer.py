@@ -17,7 +17,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
-from browser_kit import NARROW, TIMEOUT, WINDOW, browser, resize, screenshots, wait_for  # noqa: F401
+from browser_kit import NARROW, TIMEOUT, WINDOW, browser, resize, wait_for  # noqa: F401
 from components.palette import METHOD_COLOURS
 
 
@@ -134,6 +134,9 @@ def check_explorer(driver, screenshots, size) -> None:
     if size == WINDOW:
         assert side_by_side(driver)
         check_play_and_type(driver)
+    else:  # below 1000 px the chart goes under the grid, as wide as the row (the sidebar may be open)
+        grid, chart, row = (driver.find_element(By.ID, i).rect for i in ("draft-grid", "distribution-plot", "explorer-main"))
+        assert chart["y"] >= grid["y"] + grid["height"] - 1 and chart["width"] > 0.9 * row["width"]
     driver.save_screenshot(str(screenshots / f"explorer-{size[0]}.png"))
 
 
@@ -165,7 +168,8 @@ def check_play_and_type(driver) -> None:
     WebDriverWait(driver, TIMEOUT).until(lambda d: font_px(d, "#draft-grid .draft-grid") == normal)
 
 
-def test_explorer_columns_slider_and_method_colours_at_two_sizes(browser, screenshots, toy_url):
+def test_explorer_columns_slider_and_method_colours_at_two_sizes(browser, tmp_path, toy_url):
+    screenshots = tmp_path  # checks, not README images: those come from test_browser.py
     resize(browser, *WINDOW)
     browser.get(toy_url)
     wait_for(browser, "#generate-button")

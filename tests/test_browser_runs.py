@@ -13,7 +13,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 import app
 from app_server import running_app
-from browser_kit import TIMEOUT, browser, count, open_tab, screenshots, scroll_to, wait_for  # noqa: F401
+from browser_kit import TIMEOUT, WINDOW, browser, count, open_tab, screenshots, resize, scroll_to, wait_for  # noqa: F401
 from test_limits_and_faults import limits  # noqa: F401  (the server runs in this process: its limits are swapped)
 
 
@@ -22,6 +22,7 @@ def test_a_budget_stop_leaves_partial_results_on_screen(browser, screenshots, li
     # least 8 (6 methods and the coupled run, 5 tokens an iteration at L = 4); real runs take more.
     limits(iterations=40 + 7 * 8)
     with running_app(default_pair="toy", default_prompt="the cat") as url:
+        resize(browser, *WINDOW)  # the README's screenshots: a 1440x900 page, not a 1440x900 window
         browser.get(url)
         open_tab(browser, "Compare")
         browser.find_element(By.CSS_SELECTOR, "#compare-button").click()

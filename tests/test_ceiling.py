@@ -122,12 +122,25 @@ def test_run_ceiling_reads_the_contexts_where_iterations_started():
 
 
 def test_compare_chart_draws_the_ceiling_line_only_when_given():
-    from components import figures
+    from components.band_figures import efficiency_band_figure
+    from components.runs import point_stats
 
-    summaries = [{"method": "as_bv", "block_efficiency": 2.4, "mean_acceptance_length": 2.4}]
-    assert not figures.efficiency_figure(summaries).layout.shapes
-    line = figures.efficiency_figure(summaries, ceiling=1.853224).layout.shapes
+    points = {"as_bv": point_stats([2.4], [1.3], [20])}
+    assert not efficiency_band_figure(points, coupled=True).layout.shapes
+    chart = efficiency_band_figure(points, coupled=True, ceiling=1.853224)
+    line = chart.layout.shapes
     assert len(line) == 1 and line[0].y0 == pytest.approx(2.853224)
+    assert chart.layout.yaxis.range[1] > 2.853224  # the axis shows the line
+
+
+def test_compare_on_a_teaching_pair_draws_the_ceiling_in_its_chart():
+    import app
+
+    *_, (_html, efficiency, *_charts, data) = app.compare("two-token", "A B", ["sd", "as_bv"], 2, 2, 1.0, 8, 0, True)
+    ceiling_value = data["ceiling_expected_accepted"]
+    assert ceiling_value is not None and 0 < ceiling_value <= 2  # at most L = 2 accepted
+    line = efficiency.layout.shapes
+    assert len(line) == 1 and line[0].y0 == pytest.approx(1 + ceiling_value)
 
 
 def test_about_table_has_every_exact_multi_draft_rule_under_the_ceiling():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from components import figures
+from components.band_figures import efficiency_band_figure, sweep_band_figures
+from components.runs import point_from_summaries, point_stats
 from components.palette import LOSSY_RED
 from components.grid import draft_grid_html
 from components.text import metrics_line, provenance_html, side_by_side_html
@@ -27,7 +29,9 @@ def summaries(records):
 
 def test_compare_figures_have_one_trace_per_method(records):
     s = summaries(records)
-    assert len(figures.efficiency_figure(s).data) == 2 and list(figures.efficiency_figure(s).data[0].x) == ["SD", "GBV", "SpecTr-GBV"]
+    bars = efficiency_band_figure({x["method"]: point_from_summaries([x]) for x in s}, coupled=False).data
+    assert list(bars[0].x) == ["SD", "GBV", "SpecTr-GBV"]
+    assert list(bars[0].y) == pytest.approx([x["block_efficiency"] for x in s])
     assert len(figures.histogram_figure(s).data) == 3
     assert all(abs(sum(t.y) - 1) < 1e-9 for t in figures.histogram_figure(s).data)
     per_position = figures.per_position_figure(s).data
@@ -47,8 +51,9 @@ def test_wall_clock_figures_say_they_depend_on_the_hardware(records):
     assert bars["target"] == [80.0, 40.0, 30.0] and bars["draft"] == [0.0, 5.0, 6.0]
     hidden = figures.speedup_figure({"sd": 9.0}, "cpu", phases, timed=False)
     assert not hidden.data and "lookup tables" in hidden.layout.annotations[0].text
-    rows = [{"axis": "K", "value": k, "method": "spectr_gbv", "block_efficiency": 1 + k / 4, "speedup_vs_ar": 0.5} for k in (1, 2)]
-    efficiency, speed = figures.sweep_figures(rows)
+    rows = [{"axis": "K", "value": k, "method": "spectr_gbv", "speedup_vs_ar": 0.5} | point_stats([1 + k / 4], [None], [10])
+            for k in (1, 2)]
+    efficiency, speed = sweep_band_figures(rows)
     assert "hardware" in speed.layout.title.subtitle.text and list(efficiency.data[0].x) == [1, 2]
 
 
@@ -104,3 +109,28 @@ def test_sweep_rows_vary_the_chosen_setting_and_time_ar_once_per_temperature():
         sweep(target, draft, encode("the"), ["gbv"], "Z", [1], DecodeConfig())
     with pytest.raises(ValueError, match="num_drafts"):
         sweep(target, draft, encode("the"), ["gbv"], "K", [0], DecodeConfig())
+
+
+def test_method_ticks_stand_upright_on_short_lines_and_the_fidelity_legend_clears_them():
+    from spectr_gbv import METHODS
+
+    labels = [figures.method_label(m) for m in METHODS]
+    charts = [efficiency_band_figure({m: point_stats([1.5], [None], [10]) for m in METHODS}, coupled=True),
+              figures.calls_per_token_figure([{"method": m, "block_efficiency": 2.0} for m in METHODS]),
+              figures.speedup_figure({m: 1.2 for m in METHODS}, "cpu")]
+    for chart in charts:  # "SpecTr-GBV as released (lossy)" tilted was cut off under a half-screen chart
+        axis = chart.layout.xaxis
+        assert axis.tickangle == 0 and axis.automargin and list(axis.tickvals) == labels
+        assert all(len(line) <= len("Traversal") for tick in axis.ticktext for line in tick.split("<br>"))
+        assert [t.replace("<br>", " ").replace("- ", "-") for t in axis.ticktext][:-1] == labels[:-1]
+        assert "lossy" in axis.ticktext[-1]
+    assert not charts[0].layout.showlegend  # one swatch would show one method's colour for every bar
+    assert all(len(line) <= 90 for line in charts[0].layout.title.subtitle.text.split("<br>"))
+
+
+def test_the_fidelity_legend_sits_above_the_plot_out_of_the_tilted_outcomes_way():
+    import app
+
+    *_, (_header, chart, data) = app.run_fidelity("toy", "the cat", "sd", 1, 2, 1.0, 20, 3)
+    assert data["runs"] == 20 and chart.layout.legend.y >= 1 and chart.layout.legend.yanchor == "bottom"
+    assert chart.layout.xaxis.automargin

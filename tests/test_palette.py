@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from components import figures, palette
+from components.band_figures import efficiency_band_figure, sweep_band_figures
 from components.palette import KINDS, METHOD_COLOURS, UNREACHED
+from components.runs import point_stats
 from components.text import side_by_side_html
 from spectr_gbv import METHODS
 
@@ -117,14 +119,14 @@ def test_a_method_keeps_its_colour_whatever_else_is_selected(figure):
 
 def test_bar_charts_colour_each_bar_by_its_method():
     methods = ["spectr_gbv_released", "sd", "spectr"]
-    fig = figures.efficiency_figure([summary(m, 1.5) for m in methods])
+    fig = efficiency_band_figure({m: point_stats([1.5], [None], [10]) for m in methods}, coupled=False)
     assert list(fig.data[0].marker.color) == [METHOD_COLOURS[m] for m in methods]
     assert list(fig.data[0].marker.pattern.shape) == ["/", "", ""]
     assert list(figures.calls_per_token_figure([summary(m, 2.0) for m in reversed(methods)]).data[0].marker.color) == \
         [METHOD_COLOURS[m] for m in reversed(methods)]
-    rows = [{"axis": "K", "value": k, "method": m, "block_efficiency": 1.5, "speedup_vs_ar": 1.0}
+    rows = [{"axis": "K", "value": k, "method": m, "speedup_vs_ar": 1.0} | point_stats([1.5], [None], [10])
             for m in ("gbv", "as_bv") for k in (1, 2)]
-    efficiency, _ = figures.sweep_figures(rows, timed=False)
+    efficiency, _ = sweep_band_figures(rows, timed=False)
     assert [t.line.color for t in efficiency.data] == [METHOD_COLOURS["gbv"], METHOD_COLOURS["as_bv"]]
     side = side_by_side_html({"as_bv": "x", "sd": "y"}, {"as_bv": "", "sd": ""})
     assert side.index(METHOD_COLOURS["as_bv"]) < side.index(METHOD_COLOURS["sd"])
