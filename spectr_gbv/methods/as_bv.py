@@ -90,15 +90,16 @@ class NodeOrder:
 
     key: torch.Tensor  # [V] long: larger key = higher in the order
     head: torch.Tensor  # [H] long: head token ids from lowest to highest
-    tail: torch.Tensor | None  # [V] bool: the tail; None when the head is every token
+    tail: torch.Tensor | None  # [V] float64, 1 on the tail, 0 on the head; None when the head is every token
     compressed: tuple[torch.Tensor, torch.Tensor] | None  # (q, p) on the head plus one tail cell
+    positive: bool  # p > 0 for every token (lets `components` skip its guards)
 
     def below(self, weights: torch.Tensor) -> torch.Tensor:
         """sum_{x' < x} weights(x') for every x. [V]"""
         head_below = _exclusive_cumsum(weights[self.head])
         if self.tail is None:
             return torch.empty_like(weights).index_put_((self.head,), head_below)
-        tail_weights = torch.where(self.tail, weights, 0.0)
+        tail_weights = weights * self.tail  # a 0/1 mask: torch.where's values, one pass
         return _exclusive_cumsum(tail_weights).index_put_((self.head,), head_below + tail_weights.sum())
 
     def top(self, tokens: list[int]) -> int:
@@ -116,7 +117,10 @@ class NodeOrder:
 
 
 def _exclusive_cumsum(values: torch.Tensor) -> torch.Tensor:
-    return torch.cat([values.new_zeros(1), values.cumsum(0)[:-1]])
+    out = torch.empty_like(values)
+    out[0] = 0.0
+    torch.cumsum(values[:-1], 0, out=out[1:])  # into place: no concatenation pass
+    return out
 
 
 def strict_order(target: torch.Tensor, draft: torch.Tensor) -> NodeOrder:
@@ -133,18 +137,37 @@ def strict_order(target: torch.Tensor, draft: torch.Tensor) -> NodeOrder:
     head = candidates[torch.sort(ratio, stable=True).indices]
     key = torch.arange(vocab, device=target.device)
     key[head] = vocab + torch.arange(head.numel(), device=target.device)
+    positive = bool(draft.amin() > 0)
     if vocab <= ORDER_HEAD:
-        return NodeOrder(key, head, None, None)
-    tail = torch.ones(vocab, dtype=torch.bool, device=target.device)
-    tail[head] = False
-    tail_q, tail_p = torch.where(tail, target, 0.0).sum(), torch.where(tail, draft, 0.0).sum()
-    return NodeOrder(key, head, tail, (torch.cat([target[head], tail_q[None]]), torch.cat([draft[head], tail_p[None]])))
+        return NodeOrder(key, head, None, None, positive)
+    tail = torch.ones(vocab, dtype=target.dtype, device=target.device)
+    tail[head] = 0.0
+    tail_q, tail_p = (target * tail).sum(), (draft * tail).sum()
+    compressed = (torch.cat([target[head], tail_q[None]]), torch.cat([draft[head], tail_p[None]]))
+    return NodeOrder(key, head, tail, compressed, positive)
 
 
 def count_sum(carrier: torch.Tensor, below: torch.Tensor, n: int) -> torch.Tensor:
     """sum_{c=1..n} C(n,c) carrier^c below^(n-c): P(the max of n i.i.d. draws is x), term by
     term, because (carrier + below)^n - below^n cancels for small carrier (4.9)."""
-    return sum(math.comb(n, c) * carrier**c * below ** (n - c) for c in range(1, n + 1))
+    if n == 1:
+        return carrier  # C(1, 1) carrier below^0
+    carrier_to, below_to = powers(carrier, n), powers(below, n - 1)
+    # Summed in the order c = 1..n; C(n, n) = 1 and below^0 = 1 are not multiplied in.
+    terms = [math.comb(n, c) * carrier_to[c] * below_to[n - c] for c in range(1, n)]
+    return sum(terms[1:], start=terms[0]) + carrier_to[n]  # 0 + x is x: start at the first term
+
+
+def powers(values: torch.Tensor, highest: int) -> list[torch.Tensor | None]:
+    """[None, x, x^2, ..., x^highest], each one product from the last.
+
+    torch's x ** k is x * x and x * x * x for k = 2, 3 (the same bits as here) but a
+    transcendental pow for k >= 4, twenty times the cost of a product; there the product
+    differs from it in the last bit at most, which no golden value or test tolerance sees."""
+    out = [None, values]
+    for _ in range(2, highest + 1):
+        out.append(out[-1] * values)
+    return out
 
 
 @dataclass(frozen=True)
@@ -161,15 +184,21 @@ class Components:
 
 def components(target: torch.Tensor, draft: torch.Tensor, order: NodeOrder, below_draft: torch.Tensor, n: int) -> Components:
     rho = order.rho(target, draft, n)
-    accept = torch.where(draft > 0, torch.clamp(target / (rho * torch.where(draft > 0, draft, 1.0)), max=1.0), 0.0)
-    beta = float((draft * accept).sum())
+    if order.positive:  # no p = 0 to guard: the same values in three passes instead of seven
+        accept = torch.clamp(target / (rho * draft), max=1.0)
+    else:
+        accept = torch.where(draft > 0, torch.clamp(target / (rho * torch.where(draft > 0, draft, 1.0)), max=1.0), 0.0)
+    accepted_mass = draft * accept
+    beta = float(accepted_mass.sum())
     # beta = 1 only when every candidate is accepted surely; then the fallback never runs.
     rejected = draft * (1.0 - accept) / (1.0 - beta) if beta < 1.0 else torch.zeros_like(draft)
     below_rejected = order.below(rejected)
     reach = sum((1.0 - beta) ** k for k in range(n))  # sum_k (1-beta)^(k-1): no 1/beta
-    s_lex = count_sum(draft, below_draft, n)
-    s_seq = draft * accept * reach + (1.0 - beta) ** n * count_sum(rejected, below_rejected, n)
-    return Components(n, accept, beta, rejected, below_rejected, torch.stack([s_lex, s_seq, draft]))
+    marginals = torch.empty((3, draft.shape[-1]), dtype=draft.dtype, device=draft.device)
+    marginals[LEX] = count_sum(draft, below_draft, n)
+    torch.add(accepted_mass * reach, (1.0 - beta) ** n * count_sum(rejected, below_rejected, n), out=marginals[SEQ])
+    marginals[FIRST] = draft
+    return Components(n, accept, beta, rejected, below_rejected, marginals)
 
 
 def _binomial(m: int, prob: float, c: int) -> float:
@@ -218,14 +247,18 @@ def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor) -> tuple[float, 
     if marginals.shape[-1] <= MAX_LP_TOKENS:
         return _solve_mixture(as_bytes(marginals), as_bytes(cap))
     capped = torch.minimum(marginals, cap)  # [3, V]
-    below = (marginals <= cap).all(0)
-    crossing = ~below & ~(marginals >= cap).all(0)
-    spread = torch.where(crossing, capped.amax(0) - capped.amin(0), -1.0)
+    # Row-wise max and min, not .all(0) over [3, V], which costs ten elementwise passes.
+    highest = torch.maximum(torch.maximum(marginals[0], marginals[1]), marginals[2])
+    lowest = torch.minimum(torch.minimum(marginals[0], marginals[1]), marginals[2])
+    below = highest <= cap
+    crossing = ~below & (lowest < cap)
+    # Where a kink crosses, min(highest, cap) = cap and min(lowest, cap) = lowest.
+    spread = torch.where(crossing, cap - lowest, -1.0)
     kept = torch.topk(spread, MAX_LP_TOKENS, sorted=True).indices
     kept = kept[crossing[kept]]
-    chord = crossing.clone()
-    chord[kept] = False
-    linear = torch.where(below, marginals, 0.0).sum(-1) + torch.where(chord, capped, 0.0).sum(-1)
+    # Every token but the kept adds sum_r lambda_r min(s_r(x), cap(x)): the chord, and exactly
+    # lambda . s below and cap above (sum_r lambda_r = 1). So one sum serves all of them.
+    linear = capped.sum(-1) - capped[:, kept].sum(-1)
     return _vertex_maximum(as_bytes(marginals[:, kept]), as_bytes(cap[kept]), as_bytes(linear))
 
 
@@ -263,21 +296,46 @@ def _vertex_maximum(marginals: bytes, cap: bytes, linear: bytes) -> tuple[float,
     """argmax of linear . lambda + sum_x min(lambda . s(x), cap(x)) over the simplex, among the
     vertices of the arrangement: every point where two of the planes {lambda . s(x) = cap(x)}
     and {lambda_r = 0} meet on the simplex (a concave piecewise-linear function attains its
-    maximum at one). The first maximal candidate wins; the simplex vertices come first."""
+    maximum at one). The first maximal candidate wins; the simplex vertices come first.
+
+    Each vertex solves a 3x3 system with rows (n_i, n_j, 1); it is solved in closed form for
+    all pairs at once (`_pair_solutions`): with m = 64 kept tokens there are 2211 pairs, and
+    numpy's batched det and solve spend a LAPACK call on each, ten times the cost."""
     b = np.frombuffer(cap, dtype=np.float64)
     s = np.frombuffer(marginals, dtype=np.float64).reshape(3, -1)
-    m = b.shape[0]
     normals = np.concatenate([np.eye(3), s.T])  # [m+3, 3]: the edges first
     levels = np.concatenate([np.zeros(3), b])
-    i, j = np.triu_indices(m + 3, k=1)
-    rows = np.stack([normals[i], normals[j], np.ones_like(normals[i])], axis=1)  # [P, 3, 3]
-    rhs = np.stack([levels[i], levels[j], np.ones_like(levels[i])], axis=1)  # [P, 3]
-    solvable = np.abs(np.linalg.det(rows)) > 1e-14
-    points = np.linalg.solve(rows[solvable], rhs[solvable][..., None])[..., 0]
+    points = _pair_solutions(normals, levels)
     points = points[(points >= -1e-12).all(-1)].clip(min=0.0)
     points /= points.sum(-1, keepdims=True)
     values = points @ np.frombuffer(linear, dtype=np.float64) + np.minimum(points @ s, b).sum(-1)
     return _clean(points[int(np.argmax(values))])
+
+
+def _pair_solutions(normals: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """For every pair i < j of planes {lambda . normals[i] = levels[i]} (in triu order), the
+    point where both meet the plane sum(lambda) = 1, or nothing where they are (nearly) parallel
+    on it (|det| <= 1e-14). [P', 3]
+
+    The rows of R = (a, b, 1) have R^-1 = (b x 1, 1 x a, a x b) / det R as columns, det R =
+    a . (b x 1) (Cramer's rule), so lambda = (l_a (b x 1) + l_b (1 x a) + a x b) / det R.
+    Spelled out per coordinate on contiguous [P] arrays: a gather of [P, 3] rows costs more
+    than all the arithmetic."""
+    i, j = _pairs(normals.shape[0])
+    columns = np.ascontiguousarray(normals.T)
+    (a0, a1, a2), (b0, b1, b2), la, lb = columns[:, i], columns[:, j], levels[i], levels[j]
+    c0, c1, c2 = b1 - b2, b2 - b0, b0 - b1  # b x (1, 1, 1)
+    det = a0 * c0 + a1 * c1 + a2 * c2
+    solvable = np.abs(det) > 1e-14
+    x0 = la * c0 + lb * (a2 - a1) + (a1 * b2 - a2 * b1)
+    x1 = la * c1 + lb * (a0 - a2) + (a2 * b0 - a0 * b2)
+    x2 = la * c2 + lb * (a1 - a0) + (a0 * b1 - a1 * b0)
+    return np.stack([x0[solvable], x1[solvable], x2[solvable]], axis=-1) / det[solvable, None]
+
+
+@lru_cache(maxsize=128)
+def _pairs(count: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(count, k=1)
 
 
 # ---------------------------------------------------------------------------- phase 1
@@ -310,28 +368,38 @@ def node_law(target: torch.Tensor, draft: torch.Tensor, alive_law: dict[int, flo
     below_draft = order.below(draft) if busy else None
     selected = sum(w for n, w in alive_law.items() if n not in busy) * draft
     comps, mixtures = {}, {n: ONLY_FIRST for n in alive_law if n >= 2}
+    cap = omega * target if busy else None
     for n in busy:
         comps[n] = components(target, draft, order, below_draft, n)
-        mixtures[n] = _prefer_first(comps[n].marginals, omega * target, mixture_weights(comps[n].marginals, omega * target))
-        weights = torch.tensor(mixtures[n], dtype=torch.float64, device=draft.device)
-        selected = selected + alive_law[n] * (weights @ comps[n].marginals)
+        mixtures[n], mixed = _prefer_first(comps[n].marginals, cap, mixture_weights(comps[n].marginals, cap))
+        selected = selected + alive_law[n] * mixed
     return NodeLaw(draft, order, below_draft, alive_law, comps, mixtures, selected)
 
 
-def _prefer_first(marginals: torch.Tensor, cap: torch.Tensor, weights: tuple[float, float, float]) -> tuple[float, float, float]:
+def _prefer_first(
+    marginals: torch.Tensor, cap: torch.Tensor, weights: tuple[float, float, float]
+) -> tuple[tuple[float, float, float], torch.Tensor]:
     """"first" where it does as well as the solver's lambda, to the solver's precision.
 
     F(first) = sum_x min(p(x), cap(x)); when it is within FIRST_TOLERANCE of F(lambda), the two
     are tied as far as the LP can tell, and "first" keeps D = p at this node. Without this,
     a draft probability far below the solver's tolerance (1e-240, found by hypothesis) let
     HiGHS return "lex" for target == draft, whose law is not p, and a block that should be
-    accepted whole was not. Exactness holds for any lambda; this is about acceptance only."""
+    accepted whole was not. Exactness holds for any lambda; this is about acceptance only.
+
+    Returns the weights and their mixture lambda . s [V], which the caller adds into D_u."""
+    mixed = _mix(weights, marginals)
     if weights == ONLY_FIRST:
-        return weights
-    mixed = torch.tensor(weights, dtype=torch.float64, device=marginals.device) @ marginals
+        return weights, mixed
     value = torch.minimum(mixed, cap).sum()
     first = torch.minimum(marginals[FIRST], cap).sum()
-    return ONLY_FIRST if bool(first >= value - FIRST_TOLERANCE) else weights
+    return (ONLY_FIRST, _mix(ONLY_FIRST, marginals)) if bool(first >= value - FIRST_TOLERANCE) else (weights, mixed)
+
+
+def _mix(weights: tuple[float, float, float], marginals: torch.Tensor) -> torch.Tensor:
+    if max(weights) == 1.0:  # one component (the usual case): its row, which is what the product gives
+        return marginals[weights.index(1.0)]
+    return torch.tensor(weights, dtype=torch.float64, device=marginals.device) @ marginals
 
 
 # Below this, a difference of the node objective is the LP solver's noise, not a preference.
