@@ -15,7 +15,7 @@ draft's exact law" (the block canonical decomposition, 4.9). AS-BV is such a rul
     A, n = |A|                                  alive drafts, num_alive
     pi(n)                                       alive_law: {n: P(n alive | selected prefix u)}
     omega (phase 1)                             omega: GBV weight of the selected prefix under D
-    x > x' (q/p, ties by larger id)             NodeOrder (key, top, below)
+    x > x' (q/p, ties by larger id)             NodeOrder (head, top, below)
     G_<(x), R_<(x)                              below_draft, Components.below_rejected
     rho*, a(x), beta, r(x)                      spectr.optimal_rho, Components.accept / beta / rejected
     lex, seq, first                             COMPONENTS (this order everywhere, also in lambda)
@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 import torch
@@ -88,7 +88,6 @@ class NodeOrder:
     still ranks the proposals that carry almost all of the draft mass by ratio.
     """
 
-    key: torch.Tensor  # [V] long: larger key = higher in the order
     head: torch.Tensor  # [H] long: head token ids from lowest to highest
     tail: torch.Tensor | None  # [V] float64, 1 on the tail, 0 on the head; None when the head is every token
     compressed: tuple[torch.Tensor, torch.Tensor] | None  # (q, p) on the head plus one tail cell
@@ -100,12 +99,20 @@ class NodeOrder:
         if self.tail is None:
             return torch.empty_like(weights).index_put_((self.head,), head_below)
         tail_weights = weights * self.tail  # a 0/1 mask: torch.where's values, one pass
-        return _exclusive_cumsum(tail_weights).index_put_((self.head,), head_below + tail_weights.sum())
+        below_tail = _exclusive_cumsum(tail_weights)
+        tail_total = below_tail[-1] + tail_weights[-1]  # the tail's sum, without another pass
+        return below_tail.index_put_((self.head,), head_below + tail_total)
 
     def top(self, tokens: list[int]) -> int:
-        """max_> of the candidates: the one the order ranks highest."""
-        keys = self.key[tokens].tolist()
-        return tokens[max(range(len(tokens)), key=keys.__getitem__)]
+        """max_> of the candidates: the one the order ranks highest (a head token by its place
+        in the head, above every tail token; tail tokens by id)."""
+        rank = self._head_rank
+        return max(tokens, key=lambda t: (1, rank[t]) if t in rank else (0, t))
+
+    @cached_property
+    def _head_rank(self) -> dict[int, int]:
+        # A dict of the H head places, built when first needed: no [V] key array per node.
+        return {token: place for place, token in enumerate(self.head.tolist())}
 
     def rho(self, target: torch.Tensor, draft: torch.Tensor, n: int) -> torch.Tensor:
         """rho for seq: rho* of 2.2 (sorted once per node), or with a tail, rho* of the
@@ -135,16 +142,14 @@ def strict_order(target: torch.Tensor, draft: torch.Tensor) -> NodeOrder:
     ratio = torch.where(p > 0, q / torch.where(p > 0, p, 1.0), float("inf"))
     # Ascending and stable: equal ratios keep ascending ids, so the larger id ranks higher.
     head = candidates[torch.sort(ratio, stable=True).indices]
-    key = torch.arange(vocab, device=target.device)
-    key[head] = vocab + torch.arange(head.numel(), device=target.device)
     positive = bool(draft.amin() > 0)
     if vocab <= ORDER_HEAD:
-        return NodeOrder(key, head, None, None, positive)
+        return NodeOrder(head, None, None, positive)
     tail = torch.ones(vocab, dtype=target.dtype, device=target.device)
     tail[head] = 0.0
-    tail_q, tail_p = (target * tail).sum(), (draft * tail).sum()
+    tail_q, tail_p = target @ tail, draft @ tail  # dot products: no masked copies
     compressed = (torch.cat([target[head], tail_q[None]]), torch.cat([draft[head], tail_p[None]]))
-    return NodeOrder(key, head, tail, compressed, positive)
+    return NodeOrder(head, tail, compressed, positive)
 
 
 def count_sum(carrier: torch.Tensor, below: torch.Tensor, n: int) -> torch.Tensor:
@@ -152,10 +157,29 @@ def count_sum(carrier: torch.Tensor, below: torch.Tensor, n: int) -> torch.Tenso
     term, because (carrier + below)^n - below^n cancels for small carrier (4.9)."""
     if n == 1:
         return carrier  # C(1, 1) carrier below^0
+    if n >= HORNER_FROM:
+        return _count_sum_horner(carrier, below, n)
     carrier_to, below_to = powers(carrier, n), powers(below, n - 1)
     # Summed in the order c = 1..n; C(n, n) = 1 and below^0 = 1 are not multiplied in.
     terms = [math.comb(n, c) * carrier_to[c] * below_to[n - c] for c in range(1, n)]
     return sum(terms[1:], start=terms[0]) + carrier_to[n]  # 0 + x is x: start at the first term
+
+
+# From this n on count_sum is evaluated by Horner's rule in carrier, 3n - 4 passes over the
+# vocabulary instead of about 4n. Below it, the term-by-term sum the golden values were
+# computed with is kept bit for bit (the golden instances have K <= 3, and the lambda LP's
+# vertex in a flat region can depend on the last bit of its input).
+HORNER_FROM = 4
+
+
+def _count_sum_horner(carrier: torch.Tensor, below: torch.Tensor, n: int) -> torch.Tensor:
+    """carrier (C(n,1) below^(n-1) + carrier (C(n,2) below^(n-2) + ... + carrier (C(n,n-1) below + carrier))):
+    every term is nonnegative, so no cancellation; the same value to a few ulp."""
+    below_to = powers(below, n - 1)
+    acc = torch.add(carrier, below, alpha=n)  # C(n, n-1) below + C(n, n) carrier
+    for c in range(n - 2, 0, -1):
+        acc = torch.add(carrier * acc, below_to[n - c], alpha=math.comb(n, c))
+    return carrier * acc
 
 
 def powers(values: torch.Tensor, highest: int) -> list[torch.Tensor | None]:
@@ -250,8 +274,7 @@ def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor) -> tuple[float, 
     # Row-wise max and min, not .all(0) over [3, V], which costs ten elementwise passes.
     highest = torch.maximum(torch.maximum(marginals[0], marginals[1]), marginals[2])
     lowest = torch.minimum(torch.minimum(marginals[0], marginals[1]), marginals[2])
-    below = highest <= cap
-    crossing = ~below & (lowest < cap)
+    crossing = (lowest < cap) & (cap < highest)  # neither all below nor all above the cap
     # Where a kink crosses, min(highest, cap) = cap and min(lowest, cap) = lowest.
     spread = torch.where(crossing, cap - lowest, -1.0)
     kept = torch.topk(spread, MAX_LP_TOKENS, sorted=True).indices
@@ -296,17 +319,13 @@ def _vertex_maximum(marginals: bytes, cap: bytes, linear: bytes) -> tuple[float,
     """argmax of linear . lambda + sum_x min(lambda . s(x), cap(x)) over the simplex, among the
     vertices of the arrangement: every point where two of the planes {lambda . s(x) = cap(x)}
     and {lambda_r = 0} meet on the simplex (a concave piecewise-linear function attains its
-    maximum at one). The first maximal candidate wins; the simplex vertices come first.
-
-    Each vertex solves a 3x3 system with rows (n_i, n_j, 1); it is solved in closed form for
-    all pairs at once (`_pair_solutions`): with m = 64 kept tokens there are 2211 pairs, and
-    numpy's batched det and solve spend a LAPACK call on each, ten times the cost."""
+    maximum at one). The first maximal candidate wins; the simplex vertices come first."""
     b = np.frombuffer(cap, dtype=np.float64)
     s = np.frombuffer(marginals, dtype=np.float64).reshape(3, -1)
     normals = np.concatenate([np.eye(3), s.T])  # [m+3, 3]: the edges first
     levels = np.concatenate([np.zeros(3), b])
     points = _pair_solutions(normals, levels)
-    points = points[(points >= -1e-12).all(-1)].clip(min=0.0)
+    points = points.clip(min=0.0)
     points /= points.sum(-1, keepdims=True)
     values = points @ np.frombuffer(linear, dtype=np.float64) + np.minimum(points @ s, b).sum(-1)
     return _clean(points[int(np.argmax(values))])
@@ -314,28 +333,35 @@ def _vertex_maximum(marginals: bytes, cap: bytes, linear: bytes) -> tuple[float,
 
 def _pair_solutions(normals: np.ndarray, levels: np.ndarray) -> np.ndarray:
     """For every pair i < j of planes {lambda . normals[i] = levels[i]} (in triu order), the
-    point where both meet the plane sum(lambda) = 1, or nothing where they are (nearly) parallel
-    on it (|det| <= 1e-14). [P', 3]
+    point where both meet the plane sum(lambda) = 1, where that point has no coordinate below
+    -1e-12 and the pair is not (nearly) parallel on it (|det| > 1e-14). [P', 3]
 
     The rows of R = (a, b, 1) have R^-1 = (b x 1, 1 x a, a x b) / det R as columns, det R =
-    a . (b x 1) (Cramer's rule), so lambda = (l_a (b x 1) + l_b (1 x a) + a x b) / det R.
-    Spelled out per coordinate on contiguous [P] arrays: a gather of [P, 3] rows costs more
-    than all the arithmetic."""
-    i, j = _pairs(normals.shape[0])
-    columns = np.ascontiguousarray(normals.T)
-    (a0, a1, a2), (b0, b1, b2), la, lb = columns[:, i], columns[:, j], levels[i], levels[j]
-    c0, c1, c2 = b1 - b2, b2 - b0, b0 - b1  # b x (1, 1, 1)
-    det = a0 * c0 + a1 * c1 + a2 * c2
+    a . (b x 1) (Cramer's rule), so lambda = (l_a (b x 1) + l_b (1 x a) + a x b) / det R. Each
+    term is a product of a function of i and one of j, so det and the three numerators are
+    four small matrix products over all pairs at once; numpy's batched det and solve would
+    spend a LAPACK call on each of the 2211 pairs (m = 64), ten times the cost."""
+    n0, n1, n2 = normals.T
+    cross_one = np.stack([n1 - n2, n2 - n0, n0 - n1], axis=-1)  # n x (1, 1, 1), [M, 3]
+    det = normals @ cross_one.T  # det[i, j] = a . (b x 1)
+    numerators = [  # coordinate k: l_a (b x 1)_k - l_b (a x 1)_k + (a x b)_k
+        np.stack([levels, -cross_one[:, k], normals[:, p], -normals[:, q]], axis=-1)
+        @ np.stack([cross_one[:, k], levels, normals[:, q], normals[:, p]], axis=-1).T
+        for k, (p, q) in enumerate(((1, 2), (2, 0), (0, 1)))
+    ]
+    flat = _pair_index(normals.shape[0])
+    det = det.ravel()[flat]
     solvable = np.abs(det) > 1e-14
-    x0 = la * c0 + lb * (a2 - a1) + (a1 * b2 - a2 * b1)
-    x1 = la * c1 + lb * (a0 - a2) + (a2 * b0 - a0 * b2)
-    x2 = la * c2 + lb * (a1 - a0) + (a0 * b1 - a1 * b0)
-    return np.stack([x0[solvable], x1[solvable], x2[solvable]], axis=-1) / det[solvable, None]
+    coords = [x.ravel()[flat][solvable] / det[solvable] for x in numerators]
+    feasible = (coords[0] >= -1e-12) & (coords[1] >= -1e-12) & (coords[2] >= -1e-12)
+    return np.stack([c[feasible] for c in coords], axis=-1)
 
 
 @lru_cache(maxsize=128)
-def _pairs(count: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.triu_indices(count, k=1)
+def _pair_index(count: int) -> np.ndarray:
+    """Flat indices of the pairs i < j of a [count, count] matrix, in triu order."""
+    i, j = np.triu_indices(count, k=1)
+    return i * count + j
 
 
 # ---------------------------------------------------------------------------- phase 1
