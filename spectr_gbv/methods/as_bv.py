@@ -250,7 +250,8 @@ def joint_at(comp: Components, draft_y: float, below_y: float, y: int) -> list[l
 # ------------------------------------------------------------------------------- lambda
 
 
-def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor) -> tuple[float, float, float]:
+def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor, capped: torch.Tensor | None = None,
+                    capped_sums: torch.Tensor | None = None) -> tuple[float, float, float]:
     """lambda = argmax over the 2-simplex of F(lambda) = sum_x min(lambda . s(x), cap(x)),
     cap = omega q(. | u); F is concave and piecewise linear.
 
@@ -265,12 +266,14 @@ def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor) -> tuple[float, 
     the rest add their chord sum_r lambda_r min(s_r(x), cap(x)); the maximum of that reduced F
     is found among the vertices of its arrangement (`_vertex_maximum`). Deviation from
     paper: a deterministic stand-in for the full argmax, which is all exactness needs, at
-    a cost independent of V beyond a few passes.
+    a cost independent of V beyond a few passes. `capped` = min(s, cap) [3, V] and its row
+    sums may be passed in by a caller that needs them too (`node_law`).
     """
     as_bytes = lambda t: np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float64).tobytes()  # noqa: E731
     if marginals.shape[-1] <= MAX_LP_TOKENS:
         return _solve_mixture(as_bytes(marginals), as_bytes(cap))
-    capped = torch.minimum(marginals, cap)  # [3, V]
+    capped = torch.minimum(marginals, cap) if capped is None else capped  # [3, V]
+    capped_sums = capped.sum(-1) if capped_sums is None else capped_sums
     # Row-wise max and min, not .all(0) over [3, V], which costs ten elementwise passes.
     highest = torch.maximum(torch.maximum(marginals[0], marginals[1]), marginals[2])
     lowest = torch.minimum(torch.minimum(marginals[0], marginals[1]), marginals[2])
@@ -281,7 +284,7 @@ def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor) -> tuple[float, 
     kept = kept[crossing[kept]]
     # Every token but the kept adds sum_r lambda_r min(s_r(x), cap(x)): the chord, and exactly
     # lambda . s below and cap above (sum_r lambda_r = 1). So one sum serves all of them.
-    linear = capped.sum(-1) - capped[:, kept].sum(-1)
+    linear = capped_sums - capped[:, kept].sum(-1)
     return _vertex_maximum(as_bytes(marginals[:, kept]), as_bytes(cap[kept]), as_bytes(linear))
 
 
@@ -392,18 +395,26 @@ def node_law(target: torch.Tensor, draft: torch.Tensor, alive_law: dict[int, flo
     busy = [n for n, weight in alive_law.items() if n >= 2 and weight >= MIN_ALIVE_MASS]
     order = strict_order(target, draft) if busy else None
     below_draft = order.below(draft) if busy else None
-    selected = sum(w for n, w in alive_law.items() if n not in busy) * draft
+    idle = sum(w for n, w in alive_law.items() if n not in busy)
+    selected = idle * draft if idle or not busy else None  # None: no pass for a zero term
     comps, mixtures = {}, {n: ONLY_FIRST for n in alive_law if n >= 2}
     cap = omega * target if busy else None
     for n in busy:
         comps[n] = components(target, draft, order, below_draft, n)
-        mixtures[n], mixed = _prefer_first(comps[n].marginals, cap, mixture_weights(comps[n].marginals, cap))
-        selected = selected + alive_law[n] * mixed
+        marginals = comps[n].marginals
+        if marginals.shape[-1] > MAX_LP_TOKENS:  # min(s, cap) and its sums serve the LP and the "first" check
+            capped = torch.minimum(marginals, cap)
+            capped_sums = capped.sum(-1)
+            weights = mixture_weights(marginals, cap, capped, capped_sums)
+        else:
+            capped_sums, weights = None, mixture_weights(marginals, cap)
+        mixtures[n], mixed = _prefer_first(marginals, cap, weights, capped_sums)
+        selected = alive_law[n] * mixed if selected is None else selected + alive_law[n] * mixed
     return NodeLaw(draft, order, below_draft, alive_law, comps, mixtures, selected)
 
 
 def _prefer_first(
-    marginals: torch.Tensor, cap: torch.Tensor, weights: tuple[float, float, float]
+    marginals: torch.Tensor, cap: torch.Tensor, weights: tuple[float, float, float], capped_sums: torch.Tensor | None = None
 ) -> tuple[tuple[float, float, float], torch.Tensor]:
     """"first" where it does as well as the solver's lambda, to the solver's precision.
 
@@ -413,12 +424,15 @@ def _prefer_first(
     HiGHS return "lex" for target == draft, whose law is not p, and a block that should be
     accepted whole was not. Exactness holds for any lambda; this is about acceptance only.
 
-    Returns the weights and their mixture lambda . s [V], which the caller adds into D_u."""
+    Returns the weights and their mixture lambda . s [V], which the caller adds into D_u.
+    `capped_sums` (sum_x min(s_r(x), cap(x)) per r), when given, spares the passes for F of a
+    single component and of "first"."""
     mixed = _mix(weights, marginals)
     if weights == ONLY_FIRST:
         return weights, mixed
-    value = torch.minimum(mixed, cap).sum()
-    first = torch.minimum(marginals[FIRST], cap).sum()
+    single = capped_sums is not None and max(weights) == 1.0
+    value = capped_sums[weights.index(1.0)] if single else torch.minimum(mixed, cap).sum()
+    first = capped_sums[FIRST] if capped_sums is not None else torch.minimum(marginals[FIRST], cap).sum()
     return (ONLY_FIRST, _mix(ONLY_FIRST, marginals)) if bool(first >= value - FIRST_TOLERANCE) else (weights, mixed)
 
 
