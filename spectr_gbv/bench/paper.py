@@ -13,19 +13,27 @@ prompt suite (`assets/prompts/paper_suite.json`) and writes:
   mean and 95 % confidence interval over prompts), the ablations, the exact and released
   SpecTr-GBV side by side with the released rule's total-variation error estimated from
   fixed contexts, theory against measured (mean tau against the mean of E[tau | drafts],
-  with a 95 % interval of their paired difference), and which of the paper's trends hold;
+  with a 95 % interval of their paired difference), and which of the paper's trends hold,
+  each verdict with a 95 % interval of a paired difference over prompts (`bench.trends`:
+  coupled block efficiency, one decode per prompt and setting judged by every rule);
 * `ablation_K.html|png`, `ablation_L.html|png`, `ablation_T.html|png` (Plotly; PNG when the
   kaleido package can render).
 
 SR is tokens/s over AR's tokens/s on the same prompt in the same run on this machine: it
 depends on the hardware; BE does not. `--quick` (2 prompts per family, 16 tokens, one
 ablation prompt, 50 fidelity runs) finishes within about 10 minutes on a 2-core CPU.
+
+    python -m spectr_gbv.bench.paper --trends-only [--trend-prompts N] [--time-budget S] --out DIR
+
+runs the trend checks alone (no timed runs, so no SR trend) and writes `paper_trends.md|json`:
+the suite's prompts, families in turn, as many as fit in the time budget.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 import math
 import platform
 import sys
@@ -39,9 +47,12 @@ from .. import generate, load_pair
 from ..config import DecodeConfig
 from ..fidelity import fidelity
 from ..models.hf import chat_prompt_ids
+from ..pairs import DEFAULT_KEY
+from . import trends as trend_lib
+from .frontier import prompt_texts
 
 SUITE = Path(__file__).resolve().parents[2] / "assets" / "prompts" / "paper_suite.json"
-METHODS = ["sd", "spectr", "gbv", "spectr_gbv", "spectr_gbv_released"]
+METHODS = ["sd", "spectr", "gbv", "spectr_gbv", "as_bv", "traversal", "spectr_gbv_released"]
 DEFAULT_K, DEFAULT_L, DEFAULT_T = 3, 8, 0.4  # the paper's defaults (L in {8, 12})
 ABLATIONS = {"K": [1, 3, 5, 7], "L": [12, 16, 20, 24], "T": [0.1, 0.4, 0.7]}
 ABLATION_METHODS = {"K": ["spectr", "spectr_gbv"], "L": ["sd", "spectr", "gbv", "spectr_gbv"],
@@ -186,33 +197,35 @@ def lossy_markdown(rows: list[dict], cells: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def trends(cells: list[dict], abl: dict[str, list[dict]]) -> list[str]:
-    """The paper's qualitative claims, each checked on these numbers."""
-    avg = lambda m, key: sum(mean_ci(c[key])[0] for c in cells if c["method"] == m) / len({c["family"] for c in cells})  # noqa: E731
-    out = []
-    for other in ("sd", "spectr", "gbv"):
-        a, b = avg("spectr_gbv", "be"), avg(other, "be")
-        out.append(f"SpecTr-GBV BE above {other}: {'holds' if a > b else 'does not hold'} ({a:.2f} vs {b:.2f})")
-    k_rows = [r for r in abl["K"] if r["method"] == "spectr_gbv"]
-    k_be = [mean_ci(r["be"])[0] for r in k_rows]
-    rising = all(b >= a - 0.05 for a, b in zip(k_be, k_be[1:])) and k_be[-1] > k_be[0]
-    out.append(f"BE rising with K (SpecTr-GBV, K = {ABLATIONS['K']}): {'holds' if rising else 'does not hold'} "
-               f"({', '.join(f'{v:.2f}' for v in k_be)})")
-    gap = [mean_ci(a["be"])[0] - mean_ci(b["be"])[0] for a, b in
-           zip(k_rows, [r for r in abl["K"] if r["method"] == "spectr"])]
-    out.append(f"gap SpecTr-GBV minus SpecTr widening with K: {'holds' if gap[-1] > gap[0] else 'does not hold'} "
-               f"({', '.join(f'{g:+.2f}' for g in gap)})")
-    l_rows = [r for r in abl["L"] if r["method"] == "spectr_gbv"]
-    l_be, l_sr = [mean_ci(r["be"])[0] for r in l_rows], [mean_ci(r["sr"])[0] for r in l_rows]
-    out.append(f"BE rising with L: {'holds' if l_be[-1] > l_be[0] else 'does not hold'} ({', '.join(f'{v:.2f}' for v in l_be)})")
-    peak = max(range(len(l_sr)), key=l_sr.__getitem__)
-    out.append(f"SR peaking inside the L range: {'holds' if 0 < peak < len(l_sr) - 1 else 'does not hold'} "
-               f"({', '.join(f'{v:.2f}' for v in l_sr)})")
-    t_be = [mean_ci(r["be"])[0] for r in abl["T"] if r["method"] == "spectr_gbv"]
-    spread = max(t_be) - min(t_be)
-    out.append(f"BE stable in T (spread under 15 % of the mean): {'holds' if spread < 0.15 * sum(t_be) / len(t_be) else 'does not hold'} "
-               f"({', '.join(f'{v:.2f}' for v in t_be)})")
-    return out
+MAIN_SETTING = (DEFAULT_K, DEFAULT_L, DEFAULT_T)
+TREND_AXES = {axis: [(v if axis == "K" else DEFAULT_K, v if axis == "L" else DEFAULT_L, v if axis == "T" else DEFAULT_T)
+                     for v in values] for axis, values in ABLATIONS.items()}
+TREND_SETTINGS = list(dict.fromkeys([MAIN_SETTING, *(s for axis in TREND_AXES.values() for s in axis)]))
+
+
+# At the paper's default every exact rule is compared; along the axes the trends compare
+# SpecTr-GBV with itself and with SpecTr only. The released rule has no verdict (it is lossy).
+TREND_RULES = {s: [m for m in METHODS if m != "spectr_gbv_released"] if s == MAIN_SETTING else ["spectr", "spectr_gbv"]
+               for s in TREND_SETTINGS}
+
+
+def trend_report(target, draft, prompts, tokens, time_budget_s, log) -> tuple[list[trend_lib.Trend], int]:
+    """The paper's trends on coupled BE (TREND_RULES at every trend setting), and how many
+    prompts fitted in the budget."""
+    be, used = trend_lib.measure(target, draft, prompts, TREND_RULES, tokens, time_budget_s, log)
+    return trend_lib.trend_checks(be, MAIN_SETTING, TREND_AXES), used
+
+
+def speedup_trend(abl: dict[str, list[dict]]) -> trend_lib.Trend:
+    """SR peaking inside the L range, from the timed L ablation (SpecTr-GBV, paired by prompt)."""
+    rows = [r for r in abl["L"] if r["method"] == "spectr_gbv"]
+    return trend_lib.speedup_peak_trend({r["value"]: r["sr"] for r in rows})
+
+
+def trends_markdown(checks: list[trend_lib.Trend], prompts: int, tokens: int) -> str:
+    return (f"Coupled block efficiency on {prompts} prompts ({tokens} new tokens each; the suite's families in "
+            f"turn), one decode per prompt and setting judged by every rule; a verdict holds only when the 95 % "
+            f"interval of the paired difference excludes the opposite.\n\n" + "\n".join(f"* {c.line()}" for c in checks))
 
 
 def figures(abl: dict[str, list[dict]], out: Path) -> list[str]:
@@ -251,7 +264,16 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--ablation-prompts", type=int, default=None, help="prompts per ablation setting (math and code alternately)")
     parser.add_argument("--fidelity-runs", type=int, default=None, help="runs per method for the released rule's TV")
+    parser.add_argument("--trends-only", action="store_true", help="only the trend checks (coupled BE), no timed runs")
+    parser.add_argument("--trend-prompts", type=int, default=None, help="prompts for the trend checks (the suite's families in turn)")
+    parser.add_argument("--trend-tokens", type=int, default=None, help="new tokens per trend decode (default: --max-new-tokens)")
+    parser.add_argument("--time-budget", type=float, default=None, help="seconds after which the trend checks start no new prompt")
     args = parser.parse_args()
+    for name in ("prompts_per_family", "max_new_tokens", "ablation_prompts", "fidelity_runs", "trend_prompts", "trend_tokens"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.time_budget is not None and not args.time_budget > 0:
+        parser.error("--time-budget must be a positive number of seconds")
     per_family = args.prompts_per_family or (2 if args.quick else 24)
     tokens = args.max_new_tokens or (16 if args.quick else 64)
     ablation_prompts, fidelity_runs, contexts = (1, 50, 1) if args.quick else (4, 300, 2)
@@ -263,6 +285,21 @@ def main() -> None:
     log = lambda line: print(f"[{time.perf_counter() - started:6.0f} s] {line}", flush=True)  # noqa: E731
 
     target, draft, tokenizer = load_pair("default")
+    trend_tokens = args.trend_tokens or tokens
+    trend_prompts = [chat_prompt_ids(tokenizer, text) for text in
+                     prompt_texts(DEFAULT_KEY, args.trend_prompts or (2 if args.quick else 24))]
+    command = f"python -m spectr_gbv.bench.paper {' '.join(sys.argv[1:])}"
+    if args.trends_only:
+        checks, used = trend_report(target, draft, trend_prompts, trend_tokens, args.time_budget, log)
+        md = (f"Target: {target.name}; draft: {draft.name}; device: {target.device} ({platform.machine()}, torch "
+              f"{torch.__version__}, {torch.get_num_threads()} threads). Command: `{command}` "
+              f"({time.perf_counter() - started:.0f} s).\n\n**The paper's trends on this pair**\n\n"
+              + trends_markdown(checks, used, trend_tokens))
+        (out / "paper_trends.md").write_text(md + "\n")
+        (out / "paper_trends.json").write_text(json.dumps({"prompts": used, "tokens": trend_tokens, "settings": TREND_SETTINGS,
+                                                          "trends": [asdict(c) for c in checks]}, indent=1))
+        print(md)
+        return
     suite = json.loads(SUITE.read_text())["families"]
     families = {f: [chat_prompt_ids(tokenizer, p) for p in prompts[:per_family]] for f, prompts in suite.items()}
     generate(target, draft, families["gsm8k"][0], max_new_tokens=4, with_theory=False)  # warm-up
@@ -271,26 +308,28 @@ def main() -> None:
     ablation_set = [families[f][i] for i in range(ablation_prompts) for f in ("gsm8k", "humaneval")][:ablation_prompts]
     abl = ablations(target, draft, ablation_set, tokens, log)
     lossy = lossy_cost(target, draft, [families[f][0] for f in ("alpaca", "lm1b")][:contexts], fidelity_runs, log)
-    checks = trends(cells, abl)
+    checks, used = trend_report(target, draft, trend_prompts, trend_tokens, args.time_budget, log)
+    checks.append(speedup_trend(abl))
     names = list(families)
     md = "\n\n".join([
         f"Target: {target.name}; draft: {draft.name}; device: {target.device} ({platform.machine()}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads); {per_family} prompts per family, {tokens} new tokens, K = {DEFAULT_K}, "
         f"L = {DEFAULT_L}, T = {DEFAULT_T}; mean ± 95 % CI over prompts; SR measured against AR on this machine. "
         f"{ablation_prompts} prompt(s) per ablation setting; {fidelity_runs} runs per method for the first-token law. "
-        f"Command: `python -m spectr_gbv.bench.paper {' '.join(sys.argv[1:])}` ({time.perf_counter() - started:.0f} s).",
+        f"Command: `{command}` ({time.perf_counter() - started:.0f} s).",
         "**Main table** (BE = tokens per target call; SR = tokens/s over AR's)\n\n" + main_markdown(cells, names),
         "**Theory against measured** (all families)\n\n" + theory_markdown(cells),
         f"**Ablation over K** (L = {DEFAULT_L}, T = {DEFAULT_T})\n\n" + ablation_markdown("K", abl["K"]),
         f"**Ablation over L** (K = {DEFAULT_K}, T = {DEFAULT_T})\n\n" + ablation_markdown("L", abl["L"]),
         f"**Ablation over T** (K = {DEFAULT_K}, L = {DEFAULT_L})\n\n" + ablation_markdown("T", abl["T"]),
         "**Exact and released SpecTr-GBV** (first-token law from fixed contexts)\n\n" + lossy_markdown(lossy, cells),
-        "**The paper's trends on this pair**\n\n" + "\n".join(f"* {c}" for c in checks),
+        "**The paper's trends on this pair** (SR: the timed L ablation)\n\n" + trends_markdown(checks, used, trend_tokens),
     ])
     (out / "paper_results.md").write_text(md + "\n")
     (out / "paper_results.json").write_text(json.dumps({"settings": {"K": DEFAULT_K, "L": DEFAULT_L, "T": DEFAULT_T,
                                                                      "tokens": tokens, "prompts_per_family": per_family},
-                                                        "main": cells, "ablations": abl, "lossy": lossy, "trends": checks},
+                                                        "main": cells, "ablations": abl, "lossy": lossy,
+                                                        "trends": [asdict(c) for c in checks], "trend_prompts": used},
                                                        indent=1))
     # Figures last: the numbers above are on disk even if image export fails or is interrupted.
     written = figures(abl, out)

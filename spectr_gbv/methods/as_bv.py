@@ -15,7 +15,7 @@ draft's exact law" (the block canonical decomposition, 4.9). AS-BV is such a rul
     A, n = |A|                                  alive drafts, num_alive
     pi(n)                                       alive_law: {n: P(n alive | selected prefix u)}
     omega (phase 1)                             omega: GBV weight of the selected prefix under D
-    x > x' (q/p, ties by larger id)             NodeOrder (key, top, below)
+    x > x' (q/p, ties by larger id)             NodeOrder (head, top, below)
     G_<(x), R_<(x)                              below_draft, Components.below_rejected
     rho*, a(x), beta, r(x)                      spectr.optimal_rho, Components.accept / beta / rejected
     lex, seq, first                             COMPONENTS (this order everywhere, also in lambda)
@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 import torch
@@ -88,23 +88,31 @@ class NodeOrder:
     still ranks the proposals that carry almost all of the draft mass by ratio.
     """
 
-    key: torch.Tensor  # [V] long: larger key = higher in the order
     head: torch.Tensor  # [H] long: head token ids from lowest to highest
-    tail: torch.Tensor | None  # [V] bool: the tail; None when the head is every token
+    tail: torch.Tensor | None  # [V] float64, 1 on the tail, 0 on the head; None when the head is every token
     compressed: tuple[torch.Tensor, torch.Tensor] | None  # (q, p) on the head plus one tail cell
+    positive: bool  # p > 0 for every token (lets `components` skip its guards)
 
     def below(self, weights: torch.Tensor) -> torch.Tensor:
         """sum_{x' < x} weights(x') for every x. [V]"""
         head_below = _exclusive_cumsum(weights[self.head])
         if self.tail is None:
             return torch.empty_like(weights).index_put_((self.head,), head_below)
-        tail_weights = torch.where(self.tail, weights, 0.0)
-        return _exclusive_cumsum(tail_weights).index_put_((self.head,), head_below + tail_weights.sum())
+        tail_weights = weights * self.tail  # a 0/1 mask: torch.where's values, one pass
+        below_tail = _exclusive_cumsum(tail_weights)
+        tail_total = below_tail[-1] + tail_weights[-1]  # the tail's sum, without another pass
+        return below_tail.index_put_((self.head,), head_below + tail_total)
 
     def top(self, tokens: list[int]) -> int:
-        """max_> of the candidates: the one the order ranks highest."""
-        keys = self.key[tokens].tolist()
-        return tokens[max(range(len(tokens)), key=keys.__getitem__)]
+        """max_> of the candidates: the one the order ranks highest (a head token by its place
+        in the head, above every tail token; tail tokens by id)."""
+        rank = self._head_rank
+        return max(tokens, key=lambda t: (1, rank[t]) if t in rank else (0, t))
+
+    @cached_property
+    def _head_rank(self) -> dict[int, int]:
+        # A dict of the H head places, built when first needed: no [V] key array per node.
+        return {token: place for place, token in enumerate(self.head.tolist())}
 
     def rho(self, target: torch.Tensor, draft: torch.Tensor, n: int) -> torch.Tensor:
         """rho for seq: rho* of 2.2 (sorted once per node), or with a tail, rho* of the
@@ -116,7 +124,10 @@ class NodeOrder:
 
 
 def _exclusive_cumsum(values: torch.Tensor) -> torch.Tensor:
-    return torch.cat([values.new_zeros(1), values.cumsum(0)[:-1]])
+    out = torch.empty_like(values)
+    out[0] = 0.0
+    torch.cumsum(values[:-1], 0, out=out[1:])  # into place: no concatenation pass
+    return out
 
 
 def strict_order(target: torch.Tensor, draft: torch.Tensor) -> NodeOrder:
@@ -131,20 +142,56 @@ def strict_order(target: torch.Tensor, draft: torch.Tensor) -> NodeOrder:
     ratio = torch.where(p > 0, q / torch.where(p > 0, p, 1.0), float("inf"))
     # Ascending and stable: equal ratios keep ascending ids, so the larger id ranks higher.
     head = candidates[torch.sort(ratio, stable=True).indices]
-    key = torch.arange(vocab, device=target.device)
-    key[head] = vocab + torch.arange(head.numel(), device=target.device)
+    positive = bool(draft.amin() > 0)
     if vocab <= ORDER_HEAD:
-        return NodeOrder(key, head, None, None)
-    tail = torch.ones(vocab, dtype=torch.bool, device=target.device)
-    tail[head] = False
-    tail_q, tail_p = torch.where(tail, target, 0.0).sum(), torch.where(tail, draft, 0.0).sum()
-    return NodeOrder(key, head, tail, (torch.cat([target[head], tail_q[None]]), torch.cat([draft[head], tail_p[None]])))
+        return NodeOrder(head, None, None, positive)
+    tail = torch.ones(vocab, dtype=target.dtype, device=target.device)
+    tail[head] = 0.0
+    tail_q, tail_p = target @ tail, draft @ tail  # dot products: no masked copies
+    compressed = (torch.cat([target[head], tail_q[None]]), torch.cat([draft[head], tail_p[None]]))
+    return NodeOrder(head, tail, compressed, positive)
 
 
 def count_sum(carrier: torch.Tensor, below: torch.Tensor, n: int) -> torch.Tensor:
     """sum_{c=1..n} C(n,c) carrier^c below^(n-c): P(the max of n i.i.d. draws is x), term by
     term, because (carrier + below)^n - below^n cancels for small carrier (4.9)."""
-    return sum(math.comb(n, c) * carrier**c * below ** (n - c) for c in range(1, n + 1))
+    if n == 1:
+        return carrier  # C(1, 1) carrier below^0
+    if n >= HORNER_FROM:
+        return _count_sum_horner(carrier, below, n)
+    carrier_to, below_to = powers(carrier, n), powers(below, n - 1)
+    # Summed in the order c = 1..n; C(n, n) = 1 and below^0 = 1 are not multiplied in.
+    terms = [math.comb(n, c) * carrier_to[c] * below_to[n - c] for c in range(1, n)]
+    return sum(terms[1:], start=terms[0]) + carrier_to[n]  # 0 + x is x: start at the first term
+
+
+# From this n on count_sum is evaluated by Horner's rule in carrier, 3n - 4 passes over the
+# vocabulary instead of about 4n. Below it, the term-by-term sum the golden values were
+# computed with is kept bit for bit (the golden instances have K <= 3, and the lambda LP's
+# vertex in a flat region can depend on the last bit of its input).
+HORNER_FROM = 4
+
+
+def _count_sum_horner(carrier: torch.Tensor, below: torch.Tensor, n: int) -> torch.Tensor:
+    """carrier (C(n,1) below^(n-1) + carrier (C(n,2) below^(n-2) + ... + carrier (C(n,n-1) below + carrier))):
+    every term is nonnegative, so no cancellation; the same value to a few ulp."""
+    below_to = powers(below, n - 1)
+    acc = torch.add(carrier, below, alpha=n)  # C(n, n-1) below + C(n, n) carrier
+    for c in range(n - 2, 0, -1):
+        acc = torch.add(carrier * acc, below_to[n - c], alpha=math.comb(n, c))
+    return carrier * acc
+
+
+def powers(values: torch.Tensor, highest: int) -> list[torch.Tensor | None]:
+    """[None, x, x^2, ..., x^highest], each one product from the last.
+
+    torch's x ** k is x * x and x * x * x for k = 2, 3 (the same bits as here) but a
+    transcendental pow for k >= 4, twenty times the cost of a product; there the product
+    differs from it in the last bit at most, which no golden value or test tolerance sees."""
+    out = [None, values]
+    for _ in range(2, highest + 1):
+        out.append(out[-1] * values)
+    return out
 
 
 @dataclass(frozen=True)
@@ -161,15 +208,21 @@ class Components:
 
 def components(target: torch.Tensor, draft: torch.Tensor, order: NodeOrder, below_draft: torch.Tensor, n: int) -> Components:
     rho = order.rho(target, draft, n)
-    accept = torch.where(draft > 0, torch.clamp(target / (rho * torch.where(draft > 0, draft, 1.0)), max=1.0), 0.0)
-    beta = float((draft * accept).sum())
+    if order.positive:  # no p = 0 to guard: the same values in three passes instead of seven
+        accept = torch.clamp(target / (rho * draft), max=1.0)
+    else:
+        accept = torch.where(draft > 0, torch.clamp(target / (rho * torch.where(draft > 0, draft, 1.0)), max=1.0), 0.0)
+    accepted_mass = draft * accept
+    beta = float(accepted_mass.sum())
     # beta = 1 only when every candidate is accepted surely; then the fallback never runs.
     rejected = draft * (1.0 - accept) / (1.0 - beta) if beta < 1.0 else torch.zeros_like(draft)
     below_rejected = order.below(rejected)
     reach = sum((1.0 - beta) ** k for k in range(n))  # sum_k (1-beta)^(k-1): no 1/beta
-    s_lex = count_sum(draft, below_draft, n)
-    s_seq = draft * accept * reach + (1.0 - beta) ** n * count_sum(rejected, below_rejected, n)
-    return Components(n, accept, beta, rejected, below_rejected, torch.stack([s_lex, s_seq, draft]))
+    marginals = torch.empty((3, draft.shape[-1]), dtype=draft.dtype, device=draft.device)
+    marginals[LEX] = count_sum(draft, below_draft, n)
+    torch.add(accepted_mass * reach, (1.0 - beta) ** n * count_sum(rejected, below_rejected, n), out=marginals[SEQ])
+    marginals[FIRST] = draft
+    return Components(n, accept, beta, rejected, below_rejected, marginals)
 
 
 def _binomial(m: int, prob: float, c: int) -> float:
@@ -197,7 +250,8 @@ def joint_at(comp: Components, draft_y: float, below_y: float, y: int) -> list[l
 # ------------------------------------------------------------------------------- lambda
 
 
-def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor) -> tuple[float, float, float]:
+def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor, capped: torch.Tensor | None = None,
+                    capped_sums: torch.Tensor | None = None) -> tuple[float, float, float]:
     """lambda = argmax over the 2-simplex of F(lambda) = sum_x min(lambda . s(x), cap(x)),
     cap = omega q(. | u); F is concave and piecewise linear.
 
@@ -212,20 +266,25 @@ def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor) -> tuple[float, 
     the rest add their chord sum_r lambda_r min(s_r(x), cap(x)); the maximum of that reduced F
     is found among the vertices of its arrangement (`_vertex_maximum`). Deviation from
     paper: a deterministic stand-in for the full argmax, which is all exactness needs, at
-    a cost independent of V beyond a few passes.
+    a cost independent of V beyond a few passes. `capped` = min(s, cap) [3, V] and its row
+    sums may be passed in by a caller that needs them too (`node_law`).
     """
     as_bytes = lambda t: np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float64).tobytes()  # noqa: E731
     if marginals.shape[-1] <= MAX_LP_TOKENS:
         return _solve_mixture(as_bytes(marginals), as_bytes(cap))
-    capped = torch.minimum(marginals, cap)  # [3, V]
-    below = (marginals <= cap).all(0)
-    crossing = ~below & ~(marginals >= cap).all(0)
-    spread = torch.where(crossing, capped.amax(0) - capped.amin(0), -1.0)
+    capped = torch.minimum(marginals, cap) if capped is None else capped  # [3, V]
+    capped_sums = capped.sum(-1) if capped_sums is None else capped_sums
+    # Row-wise max and min, not .all(0) over [3, V], which costs ten elementwise passes.
+    highest = torch.maximum(torch.maximum(marginals[0], marginals[1]), marginals[2])
+    lowest = torch.minimum(torch.minimum(marginals[0], marginals[1]), marginals[2])
+    crossing = (lowest < cap) & (cap < highest)  # neither all below nor all above the cap
+    # Where a kink crosses, min(highest, cap) = cap and min(lowest, cap) = lowest.
+    spread = torch.where(crossing, cap - lowest, -1.0)
     kept = torch.topk(spread, MAX_LP_TOKENS, sorted=True).indices
     kept = kept[crossing[kept]]
-    chord = crossing.clone()
-    chord[kept] = False
-    linear = torch.where(below, marginals, 0.0).sum(-1) + torch.where(chord, capped, 0.0).sum(-1)
+    # Every token but the kept adds sum_r lambda_r min(s_r(x), cap(x)): the chord, and exactly
+    # lambda . s below and cap above (sum_r lambda_r = 1). So one sum serves all of them.
+    linear = capped_sums - capped[:, kept].sum(-1)
     return _vertex_maximum(as_bytes(marginals[:, kept]), as_bytes(cap[kept]), as_bytes(linear))
 
 
@@ -266,18 +325,46 @@ def _vertex_maximum(marginals: bytes, cap: bytes, linear: bytes) -> tuple[float,
     maximum at one). The first maximal candidate wins; the simplex vertices come first."""
     b = np.frombuffer(cap, dtype=np.float64)
     s = np.frombuffer(marginals, dtype=np.float64).reshape(3, -1)
-    m = b.shape[0]
     normals = np.concatenate([np.eye(3), s.T])  # [m+3, 3]: the edges first
     levels = np.concatenate([np.zeros(3), b])
-    i, j = np.triu_indices(m + 3, k=1)
-    rows = np.stack([normals[i], normals[j], np.ones_like(normals[i])], axis=1)  # [P, 3, 3]
-    rhs = np.stack([levels[i], levels[j], np.ones_like(levels[i])], axis=1)  # [P, 3]
-    solvable = np.abs(np.linalg.det(rows)) > 1e-14
-    points = np.linalg.solve(rows[solvable], rhs[solvable][..., None])[..., 0]
-    points = points[(points >= -1e-12).all(-1)].clip(min=0.0)
+    points = _pair_solutions(normals, levels)
+    points = points.clip(min=0.0)
     points /= points.sum(-1, keepdims=True)
     values = points @ np.frombuffer(linear, dtype=np.float64) + np.minimum(points @ s, b).sum(-1)
     return _clean(points[int(np.argmax(values))])
+
+
+def _pair_solutions(normals: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """For every pair i < j of planes {lambda . normals[i] = levels[i]} (in triu order), the
+    point where both meet the plane sum(lambda) = 1, where that point has no coordinate below
+    -1e-12 and the pair is not (nearly) parallel on it (|det| > 1e-14). [P', 3]
+
+    The rows of R = (a, b, 1) have R^-1 = (b x 1, 1 x a, a x b) / det R as columns, det R =
+    a . (b x 1) (Cramer's rule), so lambda = (l_a (b x 1) + l_b (1 x a) + a x b) / det R. Each
+    term is a product of a function of i and one of j, so det and the three numerators are
+    four small matrix products over all pairs at once; numpy's batched det and solve would
+    spend a LAPACK call on each of the 2211 pairs (m = 64), ten times the cost."""
+    n0, n1, n2 = normals.T
+    cross_one = np.stack([n1 - n2, n2 - n0, n0 - n1], axis=-1)  # n x (1, 1, 1), [M, 3]
+    det = normals @ cross_one.T  # det[i, j] = a . (b x 1)
+    numerators = [  # coordinate k: l_a (b x 1)_k - l_b (a x 1)_k + (a x b)_k
+        np.stack([levels, -cross_one[:, k], normals[:, p], -normals[:, q]], axis=-1)
+        @ np.stack([cross_one[:, k], levels, normals[:, q], normals[:, p]], axis=-1).T
+        for k, (p, q) in enumerate(((1, 2), (2, 0), (0, 1)))
+    ]
+    flat = _pair_index(normals.shape[0])
+    det = det.ravel()[flat]
+    solvable = np.abs(det) > 1e-14
+    coords = [x.ravel()[flat][solvable] / det[solvable] for x in numerators]
+    feasible = (coords[0] >= -1e-12) & (coords[1] >= -1e-12) & (coords[2] >= -1e-12)
+    return np.stack([c[feasible] for c in coords], axis=-1)
+
+
+@lru_cache(maxsize=128)
+def _pair_index(count: int) -> np.ndarray:
+    """Flat indices of the pairs i < j of a [count, count] matrix, in triu order."""
+    i, j = np.triu_indices(count, k=1)
+    return i * count + j
 
 
 # ---------------------------------------------------------------------------- phase 1
@@ -308,30 +395,51 @@ def node_law(target: torch.Tensor, draft: torch.Tensor, alive_law: dict[int, flo
     busy = [n for n, weight in alive_law.items() if n >= 2 and weight >= MIN_ALIVE_MASS]
     order = strict_order(target, draft) if busy else None
     below_draft = order.below(draft) if busy else None
-    selected = sum(w for n, w in alive_law.items() if n not in busy) * draft
+    idle = sum(w for n, w in alive_law.items() if n not in busy)
+    selected = idle * draft if idle or not busy else None  # None: no pass for a zero term
     comps, mixtures = {}, {n: ONLY_FIRST for n in alive_law if n >= 2}
+    cap = omega * target if busy else None
     for n in busy:
         comps[n] = components(target, draft, order, below_draft, n)
-        mixtures[n] = _prefer_first(comps[n].marginals, omega * target, mixture_weights(comps[n].marginals, omega * target))
-        weights = torch.tensor(mixtures[n], dtype=torch.float64, device=draft.device)
-        selected = selected + alive_law[n] * (weights @ comps[n].marginals)
+        marginals = comps[n].marginals
+        if marginals.shape[-1] > MAX_LP_TOKENS:  # min(s, cap) and its sums serve the LP and the "first" check
+            capped = torch.minimum(marginals, cap)
+            capped_sums = capped.sum(-1)
+            weights = mixture_weights(marginals, cap, capped, capped_sums)
+        else:
+            capped_sums, weights = None, mixture_weights(marginals, cap)
+        mixtures[n], mixed = _prefer_first(marginals, cap, weights, capped_sums)
+        selected = alive_law[n] * mixed if selected is None else selected + alive_law[n] * mixed
     return NodeLaw(draft, order, below_draft, alive_law, comps, mixtures, selected)
 
 
-def _prefer_first(marginals: torch.Tensor, cap: torch.Tensor, weights: tuple[float, float, float]) -> tuple[float, float, float]:
+def _prefer_first(
+    marginals: torch.Tensor, cap: torch.Tensor, weights: tuple[float, float, float], capped_sums: torch.Tensor | None = None
+) -> tuple[tuple[float, float, float], torch.Tensor]:
     """"first" where it does as well as the solver's lambda, to the solver's precision.
 
     F(first) = sum_x min(p(x), cap(x)); when it is within FIRST_TOLERANCE of F(lambda), the two
     are tied as far as the LP can tell, and "first" keeps D = p at this node. Without this,
     a draft probability far below the solver's tolerance (1e-240, found by hypothesis) let
     HiGHS return "lex" for target == draft, whose law is not p, and a block that should be
-    accepted whole was not. Exactness holds for any lambda; this is about acceptance only."""
+    accepted whole was not. Exactness holds for any lambda; this is about acceptance only.
+
+    Returns the weights and their mixture lambda . s [V], which the caller adds into D_u.
+    `capped_sums` (sum_x min(s_r(x), cap(x)) per r), when given, spares the passes for F of a
+    single component and of "first"."""
+    mixed = _mix(weights, marginals)
     if weights == ONLY_FIRST:
-        return weights
-    mixed = torch.tensor(weights, dtype=torch.float64, device=marginals.device) @ marginals
-    value = torch.minimum(mixed, cap).sum()
-    first = torch.minimum(marginals[FIRST], cap).sum()
-    return ONLY_FIRST if bool(first >= value - FIRST_TOLERANCE) else weights
+        return weights, mixed
+    single = capped_sums is not None and max(weights) == 1.0
+    value = capped_sums[weights.index(1.0)] if single else torch.minimum(mixed, cap).sum()
+    first = capped_sums[FIRST] if capped_sums is not None else torch.minimum(marginals[FIRST], cap).sum()
+    return (ONLY_FIRST, _mix(ONLY_FIRST, marginals)) if bool(first >= value - FIRST_TOLERANCE) else (weights, mixed)
+
+
+def _mix(weights: tuple[float, float, float], marginals: torch.Tensor) -> torch.Tensor:
+    if max(weights) == 1.0:  # one component (the usual case): its row, which is what the product gives
+        return marginals[weights.index(1.0)]
+    return torch.tensor(weights, dtype=torch.float64, device=marginals.device) @ marginals
 
 
 # Below this, a difference of the node objective is the LP solver's noise, not a preference.
