@@ -45,12 +45,19 @@ def toy_pair() -> tuple[FunctionModel, FunctionModel]:
     return FunctionModel(_target_probs, len(WORDS), name="toy target"), FunctionModel(_draft_probs, len(WORDS), name="toy draft")
 
 
+def words_of(text: str, vocabulary: list[str], case=str.lower) -> list[str]:
+    """The prompt as words of a tiny vocabulary, as a reader would split it: any case ("The cat"),
+    and the full stop a word of its own ("the cat sat.")."""
+    return [case(w) for w in text.replace(".", " . ").split()] if "." in vocabulary else [case(w) for w in text.split()]
+
+
 def encode(text: str) -> list[int]:
     """Words of the Toy world to ids; unknown words raise ValueError naming them."""
-    unknown = [w for w in text.split() if w not in WORDS]
+    words = words_of(text, WORDS)
+    unknown = [w for w in words if w not in WORDS]
     if unknown:
         raise ValueError(f"unknown word(s) {unknown}; the Toy world knows: {' '.join(WORDS)}")
-    return [WORDS.index(w) for w in text.split()]
+    return [WORDS.index(w) for w in words]
 
 
 def decode(ids: list[int]) -> list[str]:
