@@ -40,3 +40,22 @@ def dirichlet_model(vocab_size: int, seed: int, concentration: float = 1.0):
 def mixture(a, b, weight: float):
     """weight * a + (1 - weight) * b: a draft that partly agrees with the target."""
     return lambda context: weight * a(context) + (1 - weight) * b(context)
+
+
+def dirichlet_pair(vocab: int, seed: int, kind: str, concentration: float = 0.7):
+    """(target, draft) for the exactness tests: Dirichlet tables; the draft independent of the
+    target ("independent") or a 50/50 mixture with it ("mixed")."""
+    target = dirichlet_model(vocab, seed, concentration)
+    other = dirichlet_model(vocab, seed + 1000, concentration)
+    return target, (mixture(target, other, 0.5) if kind == "mixed" else other)
+
+
+def assert_theory_line_is_the_enumerated_mean(method, inp) -> None:
+    """`method.expected_accepted(inp)` equals the mean accepted length over every outcome of
+    `method.verify(inp, ...)`, enumerated exactly (and the outcomes' probabilities sum to 1)."""
+    from spectr_gbv.exact import enumerate_outcomes
+
+    outcomes = enumerate_outcomes(lambda rng: method.verify(inp, rng))
+    assert abs(sum(prob for prob, _ in outcomes) - 1.0) <= 1e-12
+    enumerated = sum(prob * result.num_accepted for prob, result in outcomes)
+    assert abs(method.expected_accepted(inp) - enumerated) <= 1e-12, (method.expected_accepted(inp), enumerated)

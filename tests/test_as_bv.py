@@ -29,7 +29,7 @@ from collections import defaultdict
 import pytest
 import torch
 
-from conftest import constant, dirichlet_model, mixture
+from conftest import assert_theory_line_is_the_enumerated_mean, constant, dirichlet_model, dirichlet_pair
 from spectr_gbv import generate
 from spectr_gbv.exact import enumerate_outcomes, fidelity_error, iteration_law, sequence_prob, verify_input_for
 from spectr_gbv.methods import METHODS, VerifyInput, as_bv
@@ -42,12 +42,6 @@ TIED = ((0.2, 0.4, 0.4), (0.1, 0.2, 0.7))  # tokens 0 and 1 share the ratio q/p 
 
 def f64(values) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.float64)
-
-
-def models(vocab: int, seed: int, kind: str, concentration: float = 0.7):
-    target = dirichlet_model(vocab, seed, concentration)
-    other = dirichlet_model(vocab, seed + 1000, concentration)
-    return target, (mixture(target, other, 0.5) if kind == "mixed" else other)
 
 
 @pytest.fixture
@@ -127,7 +121,7 @@ INSTANCES = [  # (V, L, K, seed, kind) of context-dependent Dirichlet models
 
 @pytest.mark.parametrize("V, L, K, seed, kind", INSTANCES)
 def test_as_bv_preserves_the_target_law(V, L, K, seed, kind):
-    target, draft = models(V, seed, kind)
+    target, draft = dirichlet_pair(V, seed, kind)
     assert fidelity_error(METHODS["as_bv"], target, draft, K, L) <= 1e-12
 
 
@@ -139,7 +133,7 @@ def test_as_bv_is_exact_on_tied_and_context_free_tables(q, p, L, K):
 # (2, 2, 4) is here only: K = 4 at L = 2 takes half a minute with every stand-in off.
 @pytest.mark.parametrize("V, L, K, seed, kind", [(3, 2, 2, 12, "mixed"), (4, 1, 3, 21, "independent"), (2, 2, 4, 18, "mixed")])
 def test_large_vocabulary_stand_ins_are_exact(V, L, K, seed, kind, large_vocabulary_paths):
-    target, draft = models(V, seed, kind)
+    target, draft = dirichlet_pair(V, seed, kind)
     assert fidelity_error(METHODS["as_bv"], target, draft, K, L) <= 1e-12
     assert fidelity_error(METHODS["as_bv"], constant(TIED[0]), constant(TIED[1]), min(K, 3), 1) <= 1e-12
 
@@ -149,21 +143,17 @@ def test_theory_line_equals_the_enumerated_mean_given_the_drafts(stand_ins, monk
     if stand_ins:
         monkeypatch.setattr(as_bv, "ORDER_HEAD", 2)
         monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 2)
-    target, draft = models(3, 23, "mixed")
+    target, draft = dirichlet_pair(3, 23, "mixed")
     blocks = list(itertools.product(range(3), repeat=2))
     for drafts in itertools.islice(itertools.product(blocks, repeat=3), 0, None, 23):
-        inp = verify_input_for(drafts, target, draft)
-        outcomes = enumerate_outcomes(lambda rng: as_bv.verify(inp, rng))
-        assert sum(prob for prob, _ in outcomes) == pytest.approx(1.0, abs=1e-12)
-        enumerated = sum(prob * result.num_accepted for prob, result in outcomes)
-        assert as_bv.expected_accepted(inp) == pytest.approx(enumerated, abs=1e-12)
+        assert_theory_line_is_the_enumerated_mean(as_bv, verify_input_for(drafts, target, draft))
 
 
 # -------------------------------------------------------------------------------- reductions
 
 
 def test_one_draft_is_gbv_outcome_for_outcome_under_the_same_seeds():
-    target, draft = models(5, 31, "mixed", concentration=0.5)
+    target, draft = dirichlet_pair(5, 31, "mixed", concentration=0.5)
     generator = torch.Generator().manual_seed(5)
     for trial in range(40):
         L = 1 + trial % 4
@@ -198,7 +188,7 @@ def theory_expected(name: str, target_fn, draft_fn, num_drafts: int, draft_lengt
 @pytest.mark.parametrize("V, K", [(4, 2), (4, 3), (3, 4)])
 @pytest.mark.parametrize("seed", [41, 42, 43])
 def test_one_position_accepts_at_least_as_much_as_spectr(V, K, seed):
-    target, draft = models(V, seed, "independent" if seed % 2 else "mixed")
+    target, draft = dirichlet_pair(V, seed, "independent" if seed % 2 else "mixed")
     assert theory_expected("as_bv", target, draft, K, 1) >= theory_expected("spectr", target, draft, K, 1) - 1e-12
 
 

@@ -15,7 +15,7 @@ import itertools
 import pytest
 import torch
 
-from conftest import constant, dirichlet_model, mixture
+from conftest import constant, dirichlet_model, dirichlet_pair
 from spectr_gbv import ceiling
 from spectr_gbv.ceiling import optimal_expected_accepted, run_ceiling, teaching_ceiling
 from spectr_gbv.config import DecodeConfig
@@ -41,15 +41,9 @@ def test_golden_lp_optimum_of_section_4_9(q, p, L, K, expected):
     assert optimal_expected_accepted(constant(q), constant(p), K, L) == pytest.approx(expected, abs=1e-6)
 
 
-def models(vocab: int, seed: int, kind: str):
-    target = dirichlet_model(vocab, seed, 0.7)
-    other = dirichlet_model(vocab, seed + 1000, 0.7)
-    return target, (mixture(target, other, 0.5) if kind == "mixed" else other)
-
-
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_one_draft_ceiling_is_gbv(seed):
-    target, draft = models(3, seed, "independent")
+    target, draft = dirichlet_pair(3, seed, "independent")
     for L in (1, 2, 3):
         gbv = iteration_law(METHODS["gbv"], target, draft, 1, L).expected_accepted
         assert optimal_expected_accepted(target, draft, 1, L) == pytest.approx(gbv, abs=1e-9)
@@ -70,7 +64,7 @@ def wk_bound(target_fn, draft_fn, num_drafts: int, draft_length: int) -> float:
 @pytest.mark.parametrize("V, L, K, seed, kind", [(3, 2, 2, 11, "independent"), (2, 2, 3, 12, "mixed"), (3, 2, 3, 13, "mixed"),
                                                  (2, 3, 2, 14, "independent")])
 def test_no_exact_method_beats_the_ceiling_and_the_ceiling_respects_the_wk_bound(V, L, K, seed, kind):
-    target, draft = models(V, seed, kind)
+    target, draft = dirichlet_pair(V, seed, kind)
     best = optimal_expected_accepted(target, draft, K, L)
     for name, spec in METHODS.items():
         if spec.exact:

@@ -19,7 +19,7 @@ import itertools
 import pytest
 import torch
 
-from conftest import constant, dirichlet_model, mixture
+from conftest import constant, dirichlet_model, dirichlet_pair
 from spectr_gbv.exact import (
     continued_law,
     enumerate_outcomes,
@@ -45,26 +45,19 @@ INSTANCES = [
 ]
 
 
-def models(vocab: int, seed: int, kind: str, concentration: float = 0.7):
-    target = dirichlet_model(vocab, seed, concentration)
-    other = dirichlet_model(vocab, seed + 1000, concentration)
-    draft = mixture(target, other, 0.5) if kind == "mixed" else other
-    return target, draft
-
-
 @pytest.mark.parametrize("V, L, K, seed, kind", INSTANCES)
 @pytest.mark.parametrize("name", EXACT)
 def test_exact_methods_preserve_the_target_law(name, V, L, K, seed, kind):
     if not METHODS[name].multi_draft and K > 1:
         K = 1
-    target, draft = models(V, seed, kind)
+    target, draft = dirichlet_pair(V, seed, kind)
     assert fidelity_error(METHODS[name], target, draft, K, L) < 1e-9
 
 
 @pytest.mark.parametrize("name", EXACT)
 def test_theory_equals_enumerated_expectation_given_the_drafts(name):
     """E[tau | drafts] from each method's theory function equals the enumerated mean of tau."""
-    target, draft = models(3, 21, "mixed")
+    target, draft = dirichlet_pair(3, 21, "mixed")
     K = 3 if METHODS[name].multi_draft else 1
     blocks = list(itertools.product(range(3), repeat=2))
     for drafts in itertools.islice(itertools.product(blocks, repeat=K), 0, None, 37):
@@ -76,7 +69,7 @@ def test_theory_equals_enumerated_expectation_given_the_drafts(name):
 
 
 def test_spectr_gbv_at_one_draft_is_gbv():
-    target, draft = models(3, 31, "independent")
+    target, draft = dirichlet_pair(3, 31, "independent")
     for L in (1, 2, 3):
         a = iteration_law(METHODS["spectr_gbv"], target, draft, 1, L)
         b = iteration_law(METHODS["gbv"], target, draft, 1, L)
@@ -86,7 +79,7 @@ def test_spectr_gbv_at_one_draft_is_gbv():
 
 @pytest.mark.parametrize("K", [1, 2, 3])
 def test_spectr_gbv_at_length_one_is_spectr_kseq(K):
-    target, draft = models(4, 32, "mixed")
+    target, draft = dirichlet_pair(4, 32, "mixed")
     a = iteration_law(METHODS["spectr_gbv"], target, draft, K, 1)
     b = iteration_law(METHODS["spectr"], target, draft, K, 1)
     assert a.expected_accepted == pytest.approx(b.expected_accepted, abs=1e-12)
@@ -94,7 +87,7 @@ def test_spectr_gbv_at_length_one_is_spectr_kseq(K):
 
 
 def test_block_probabilities_and_rho_stay_in_range():
-    target, draft = models(3, 33, "independent")
+    target, draft = dirichlet_pair(3, 33, "independent")
     blocks = list(itertools.product(range(3), repeat=2))
     for drafts in itertools.product(blocks, repeat=2):
         inp = verify_input_for(drafts, target, draft)
@@ -121,7 +114,7 @@ def test_released_rule_does_not_preserve_the_target_law(K, expected_tv):
 
 
 def test_released_rule_is_biased_on_random_context_dependent_models_too():
-    target, draft = models(3, 41, "independent")
+    target, draft = dirichlet_pair(3, 41, "independent")
     law = iteration_law(METHODS["spectr_gbv_released"], target, draft, 2, 2)
     tv = total_variation_to_target(continued_law(law.emitted, target, 3), target_law(target, 3))
     assert tv > 0.01

@@ -16,19 +16,13 @@ import itertools
 import pytest
 import torch
 
-from conftest import constant, dirichlet_model, mixture
+from conftest import assert_theory_line_is_the_enumerated_mean, constant, dirichlet_pair
 from spectr_gbv.exact import enumerate_outcomes, fidelity_error, iteration_law, verify_input_for
 from spectr_gbv.methods import METHODS, traversal
 from spectr_gbv.randomness import ScriptedRandomness
 
 Q2, P2 = (1 / 3, 2 / 3), (2 / 3, 1 / 3)
 A, B = 0, 1
-
-
-def models(vocab: int, seed: int, kind: str, concentration: float = 0.7):
-    target = dirichlet_model(vocab, seed, concentration)
-    other = dirichlet_model(vocab, seed + 1000, concentration)
-    return target, (mixture(target, other, 0.5) if kind == "mixed" else other)
 
 
 INSTANCES = [
@@ -44,7 +38,7 @@ INSTANCES = [
 
 @pytest.mark.parametrize("V, L, K, seed, kind", INSTANCES)
 def test_traversal_preserves_the_target_law(V, L, K, seed, kind):
-    target, draft = models(V, seed, kind)
+    target, draft = dirichlet_pair(V, seed, kind)
     assert fidelity_error(METHODS["traversal"], target, draft, K, L) <= 1e-12
 
 
@@ -64,23 +58,19 @@ def test_with_replacement_sibling_update_is_lossy(monkeypatch):
         traversal._reweigh(parent)
 
     monkeypatch.setattr(traversal, "_delete", with_replacement)
-    worst = max(fidelity_error(METHODS["traversal"], *models(3, seed, "independent"), 3, 2) for seed in (51, 52, 53))
+    worst = max(fidelity_error(METHODS["traversal"], *dirichlet_pair(3, seed, "independent"), 3, 2) for seed in (51, 52, 53))
     assert worst > 0.005
 
 
 def test_theory_line_equals_the_enumerated_mean_given_the_drafts():
-    target, draft = models(3, 21, "mixed")
+    target, draft = dirichlet_pair(3, 21, "mixed")
     blocks = list(itertools.product(range(3), repeat=2))
     for drafts in itertools.islice(itertools.product(blocks, repeat=3), 0, None, 11):
-        inp = verify_input_for(drafts, target, draft)
-        outcomes = enumerate_outcomes(lambda rng: traversal.verify(inp, rng))
-        assert sum(prob for prob, _ in outcomes) == pytest.approx(1.0, abs=1e-12)
-        enumerated = sum(prob * result.num_accepted for prob, result in outcomes)
-        assert traversal.expected_accepted(inp) == pytest.approx(enumerated, abs=1e-12)
+        assert_theory_line_is_the_enumerated_mean(traversal, verify_input_for(drafts, target, draft))
 
 
 def test_one_draft_has_gbv_s_law_and_expected_length():
-    target, draft = models(3, 31, "independent")
+    target, draft = dirichlet_pair(3, 31, "independent")
     for L in (1, 2, 3):
         a, b = (iteration_law(METHODS[name], target, draft, 1, L) for name in ("traversal", "gbv"))
         assert a.expected_accepted == pytest.approx(b.expected_accepted, abs=1e-12)
@@ -116,7 +106,7 @@ def test_a_rejected_leaf_hands_its_parent_the_residual_and_the_sibling_is_tested
 def test_one_draft_has_gbv_s_law_given_every_block():
     """On a chain the tests are GBV's backward scan h_L, h_{L-1}, ...: given each block, the law of
     the emitted tokens is GBV's (the coins come in another order, so seeds do not match)."""
-    target, draft = models(4, 33, "mixed", concentration=0.5)
+    target, draft = dirichlet_pair(4, 33, "mixed", concentration=0.5)
     for block in itertools.islice(itertools.product(range(4), repeat=3), 0, None, 5):
         inp = verify_input_for([block], target, draft)
         laws = []
