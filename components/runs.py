@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
 
 from spectr_gbv import AUTOREGRESSIVE, METHODS
+from spectr_gbv.intervals import t_interval
 from spectr_gbv.pairs import PAIRS
 
 MAX_REPEATS = 10
@@ -95,17 +95,12 @@ def header_html(markdown_line: str) -> str:
 
 
 def mean_band(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float | None, float | None]:
-    """Mean and Student-t confidence interval of the mean; no band from a single value."""
-    data = np.asarray([v for v in values if v is not None], dtype=float)
-    if data.size == 0:
+    """Mean and Student-t confidence interval of the mean (`spectr_gbv.intervals`); no band from a single value."""
+    data = [float(v) for v in values if v is not None]
+    if not data:
         return math.nan, None, None
-    if np.ptp(data) == 0:  # identical repeats (greedy decoding): the value, and a band that is the point
-        value = float(data[0])
-        return value, (value if data.size > 1 else None), (value if data.size > 1 else None)
-    mean = float(data.mean())
-    sem = float(stats.sem(data))
-    low, high = stats.t.interval(confidence, data.size - 1, loc=mean, scale=sem)
-    return mean, float(low), float(high)
+    mean, low, high = t_interval(data, confidence)
+    return (mean, None, None) if len(data) == 1 else (mean, low, high)
 
 
 def point_stats(block_efficiencies: Sequence[float], expected_accepted: Sequence[float | None],

@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from scipy import stats
 
 from ..config import DecodeConfig
 from ..coupled import coupled_run
+from ..intervals import t_interval
 from ..methods import METHODS
 from ..pairs import DEFAULT_KEY, TOY_KEY, TWO_TOKEN_KEY, get_pair
 
@@ -57,14 +57,7 @@ def prompt_texts(pair_key: str, count: int) -> list[str]:
 
 def paired_interval(values: Sequence[float], reference: Sequence[float]) -> tuple[float, float, float]:
     """Mean of the paired differences and its 95 % t-interval (lo, hi); NaN width for one pair."""
-    diffs = [a - b for a, b in zip(values, reference)]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    if n < 2:
-        return mean, float("nan"), float("nan")
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-    half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
+    return t_interval([a - b for a, b in zip(values, reference)])
 
 
 def leader_of(methods: Sequence[str]) -> str:

@@ -41,11 +41,11 @@ import time
 from pathlib import Path
 
 import torch
-from scipy import stats
 
 from .. import generate, load_pair
 from ..config import DecodeConfig
 from ..fidelity import fidelity
+from ..intervals import t_interval
 from ..models.hf import chat_prompt_ids
 from ..pairs import DEFAULT_KEY
 from . import trends as trend_lib
@@ -60,13 +60,9 @@ ABLATION_METHODS = {"K": ["spectr", "spectr_gbv"], "L": ["sd", "spectr", "gbv", 
 
 
 def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95 % t-interval (0 for a single value)."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, float("nan")
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return mean, stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+    """Mean and the half-width of its 95 % t-interval (NaN for a single value)."""
+    mean, _, high = t_interval(values)
+    return mean, high - mean
 
 
 def timed_run(target, draft, prompt, method, K, L, T, tokens, seed, with_theory=True):
