@@ -58,3 +58,32 @@ def test_frontier_command_on_the_toy_world(tmp_path):
 def test_unknown_methods_are_refused(tmp_path):
     with pytest.raises(SystemExit):
         frontier.main(["--pair", "toy", "--methods", "nope", "--out", str(tmp_path)])
+
+
+def test_the_summary_reads_a_grid_split_over_files(tmp_path):
+    """Two frontier runs (one per T) make one compact table; its best rule and tallies come from the rows."""
+    from spectr_gbv.bench import frontier_summary
+
+    methods = ["spectr", "spectr_gbv", "as_bv", "traversal"]
+    paths = []
+    for T in ("0.7", "1.0"):
+        out = tmp_path / f"T{T}"
+        frontier.main(["--pair", "toy", "--prompts", "3", "--drafts", "2", "--lengths", "2", "4", "--temperatures", T,
+                       "--max-new-tokens", "6", "--methods", *methods, "--out", str(out)])
+        paths.append(out / "frontier.json")
+    md = frontier_summary.main([*map(str, paths), "--out", str(tmp_path / "summary.md")])
+    assert (tmp_path / "summary.md").read_text().strip() == md.strip()
+
+    rows, _ = frontier_summary.load_rows(paths)
+    summary = frontier_summary.summary_rows(rows)
+    assert [(r["K"], r["L"], r["T"]) for r in summary] == [(2, 2, 0.7), (2, 2, 1.0), (2, 4, 0.7), (2, 4, 1.0)]
+    for r in summary:
+        saved = {row["method"]: row for row in rows if (row["K"], row["L"], row["T"]) == (r["K"], r["L"], r["T"])}
+        assert r["best"] == max(methods, key=lambda m: saved[m]["expected_accepted"])
+        assert r["as_bv_vs_spectr_gbv"] == pytest.approx(tuple(saved["as_bv"]["vs_spectr_gbv"]["expected_accepted"]))
+    table = [line for line in md.splitlines() if line.startswith("| 2 |")]
+    assert len(table) == 4
+    shallow = [r for r in summary if r["L"] <= 3]
+    ok = sum(r["as_bv_vs_spectr_gbv"][0] >= 0 for r in shallow)
+    assert f"AS-BV ≥ SpecTr-GBV★ (mean paired difference ≥ 0) in {ok} of {len(shallow)}." in md
+    assert f"of {len(summary)} configurations." in md

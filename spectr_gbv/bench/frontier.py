@@ -164,24 +164,29 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     log = lambda line: print(f"[{time.perf_counter() - started:6.0f} s] {line}", file=sys.stderr, flush=True)  # noqa: E731
     pair = get_pair(args.pair)
     prompt_ids = [pair.encode(text) for text in prompt_texts(args.pair, args.prompts)]
-    rows = []
-    for K, L, T in itertools.product(args.drafts, args.lengths, args.temperatures):
-        rows += measure(pair, prompt_ids, args.methods, K, L, T, args.max_new_tokens, log)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python -m spectr_gbv.bench.frontier " + " ".join(sys.argv[1:] if argv is None else argv)
-    md = "\n\n".join([
-        f"Pair: {pair.info.label}; target {pair.target.name}, draft {pair.draft.name}; {args.prompts} prompts, "
-        f"{args.max_new_tokens} new tokens each; coupled (same drafts and draws for every rule; leader "
-        f"{leader_of(args.methods)}). Means over prompts; differences are paired per prompt, mean "
-        f"[95 % t-interval], bold where the interval excludes 0. Command: `{command.strip()}` "
-        f"({time.perf_counter() - started:.0f} s).",
-        markdown(rows),
-        "**Best exact rule by E[tau given drafts]**\n\n" + "\n".join(winners(rows)),
-    ])
-    (out / "frontier.md").write_text(md + "\n")
-    (out / "frontier.json").write_text(json.dumps(_without_nan({"pair": args.pair, "prompts": args.prompts,
-                                                                "max_new_tokens": args.max_new_tokens, "rows": rows}), indent=1))
+    configs = list(itertools.product(args.drafts, args.lengths, args.temperatures))
+    rows: list[dict] = []
+    for done, (K, L, T) in enumerate(configs, start=1):
+        rows += measure(pair, prompt_ids, args.methods, K, L, T, args.max_new_tokens, log)
+        # Written after every configuration, so an interrupted grid keeps what it measured
+        # (the header says how much of it that is).
+        progress = "" if done == len(configs) else f"; partial: {done} of {len(configs)} configurations so far"
+        md = "\n\n".join([
+            f"Pair: {pair.info.label}; target {pair.target.name}, draft {pair.draft.name}; {args.prompts} prompts, "
+            f"{args.max_new_tokens} new tokens each; coupled (same drafts and draws for every rule; leader "
+            f"{leader_of(args.methods)}). Means over prompts; differences are paired per prompt, mean "
+            f"[95 % t-interval], bold where the interval excludes 0. Command: `{command.strip()}` "
+            f"({time.perf_counter() - started:.0f} s{progress}).",
+            markdown(rows),
+            "**Best exact rule by E[tau given drafts]**\n\n" + "\n".join(winners(rows)),
+        ])
+        (out / "frontier.md").write_text(md + "\n")
+        (out / "frontier.json").write_text(json.dumps(_without_nan({
+            "pair": args.pair, "prompts": args.prompts, "max_new_tokens": args.max_new_tokens,
+            "configurations_done": done, "configurations": len(configs), "rows": rows}), indent=1))
     print(md)
     return rows
 
