@@ -29,10 +29,11 @@ from collections import defaultdict
 import pytest
 import torch
 
-from conftest import assert_theory_line_is_the_enumerated_mean, constant, dirichlet_model, dirichlet_pair
+from conftest import assert_theory_line_is_the_enumerated_mean, constant, dirichlet_model, dirichlet_pair, mixture
 from spectr_gbv import generate
 from spectr_gbv.exact import enumerate_outcomes, fidelity_error, iteration_law, sequence_prob, verify_input_for
 from spectr_gbv.methods import METHODS, VerifyInput, as_bv
+from spectr_gbv.methods.support import on_draft_support
 from spectr_gbv.randomness import ScriptedRandomness, TorchRandomness
 from spectr_gbv.toy import toy_pair
 
@@ -136,6 +137,63 @@ def test_large_vocabulary_stand_ins_are_exact(V, L, K, seed, kind, large_vocabul
     target, draft = dirichlet_pair(V, seed, kind)
     assert fidelity_error(METHODS["as_bv"], target, draft, K, L) <= 1e-12
     assert fidelity_error(METHODS["as_bv"], constant(TIED[0]), constant(TIED[1]), min(K, 3), 1) <= 1e-12
+
+
+def narrow_head(model, vocab: int, support):
+    """`model` renormalised onto `support`: a draft head narrower than the target's vocabulary."""
+    mask = torch.zeros(vocab, dtype=torch.float64)
+    mask[list(support)] = 1.0
+
+    def probs(context):
+        row = model(context) * mask
+        return row / row.sum()
+
+    return probs
+
+
+@pytest.mark.parametrize("K, L, seed", [(2, 2, 51), (3, 2, 52), (2, 3, 53)])
+def test_running_on_the_draft_support_is_exact(K, L, seed, monkeypatch):
+    """The support path (both phases on the draft's 2 tokens plus one cell for the other 4
+    tokens' target mass), switched on at this size: the output law is still the target's."""
+    monkeypatch.setattr(as_bv, "SUPPORT_FROM_VOCAB", 0)
+    target, other = dirichlet_pair(6, seed, "independent")
+    draft = narrow_head(mixture(target, other, 0.5), 6, (1, 4))
+    assert on_draft_support(verify_input_for([[1, 4, 1][:L]] * K, target, draft), 0) is not None  # the path is taken
+    assert fidelity_error(METHODS["as_bv"], target, draft, K, L) <= 1e-12
+
+
+def test_the_support_path_is_the_same_rule_on_a_large_vocabulary(monkeypatch):
+    """V = 1,200 with a 300-token draft head (float64 Dirichlet rows, so no ties in the head's
+    top-k): with and without the support path, the same outcomes under the same seeds, the
+    same final distribution on the full vocabulary and the same theory line."""
+    vocab, generator = 1200, torch.Generator().manual_seed(61)
+    head = torch.randperm(vocab, generator=generator)[:300].tolist()
+    target, other = dirichlet_pair(vocab, 62, "independent", concentration=0.3)
+    draft = narrow_head(mixture(target, other, 0.6), vocab, head)
+    default = as_bv.SUPPORT_FROM_VOCAB
+    for trial in range(6):
+        K, L = 2 + trial % 3, 2 + trial % 2
+        root = int(torch.multinomial(draft(()), 1, generator=generator))
+        blocks = []
+        for k in range(K):  # drafts share their first token, so the alive counts stay >= 2
+            block = [root]
+            while len(block) < L:
+                block.append(int(torch.multinomial(draft(tuple(block)), 1, generator=generator)))
+            blocks.append(block)
+        inp = verify_input_for(blocks, target, draft)
+        assert on_draft_support(inp, default).inp.vocab_size == 301  # the path is taken by default
+        results = {}
+        for smallest in (default, vocab + 1):
+            monkeypatch.setattr(as_bv, "SUPPORT_FROM_VOCAB", smallest)
+            runs = [as_bv.verify(inp, TorchRandomness(torch.Generator().manual_seed(seed))) for seed in range(8)]
+            results[smallest > vocab] = (runs, as_bv.expected_accepted(inp))
+        (narrow, narrow_expected), (full, full_expected) = results[False], results[True]
+        assert narrow_expected == pytest.approx(full_expected, abs=1e-12)
+        for a, b in zip(narrow, full):
+            assert (a.tokens, a.final_kind, a.winning_draft) == (b.tokens, b.final_kind, b.winning_draft)
+            assert [t.accept_prob for t in a.tests] == pytest.approx([t.accept_prob for t in b.tests], abs=1e-12)
+            assert a.final_distribution.shape == (vocab,)
+            assert torch.allclose(a.final_distribution, b.final_distribution, atol=1e-12, rtol=0)
 
 
 @pytest.mark.parametrize("stand_ins", [False, True])

@@ -39,6 +39,12 @@ by ratio (`NodeOrder`), and "first" for alive counts of negligible posterior (`n
 On tables of at most 64 tokens the order and the LP are the note's; the third applies at
 every size (posterior below 1e-6) and leaves every golden value unchanged.
 
+A draft head narrower than the target's vocabulary (the default pair's: 8,192 of 49,152) is
+met by running both phases on the draft's support plus one cell for the rest of the target's
+mass (`spectr_gbv.methods.support`, from SUPPORT_FROM_VOCAB tokens on): tokens the draft
+cannot propose add nothing to any selection law and only their total target mass to a
+residual mass, so the rule is the same; only the final token is drawn on the full vocabulary.
+
 Phase 1 spends coins only where a choice is random (the component draw, seq's tests), so
 at K = 1 AS-BV draws exactly GBV's uniforms and returns GBV's outcomes.
 """
@@ -58,6 +64,7 @@ from ..randomness import Randomness
 from .base import SubBlockTest, VerifyInput, VerifyResult
 from .gbv import block_accept_probs, block_weights, expected_from_h, last_success, log_ratios, scan_coins
 from .spectr import optimal_rho
+from .support import on_draft_support
 
 COMPONENTS = ("lex", "seq", "first")
 LEX, SEQ, FIRST = range(3)
@@ -75,6 +82,12 @@ ORDER_HEAD = 256
 # An alive count this unlikely given the selected prefix is served by "first" (`node_law`).
 MIN_ALIVE_MASS = 1e-6
 ONLY_FIRST = (0.0, 0.0, 1.0)
+
+# From this vocabulary size on, both phases run on the draft's support plus one cell for the
+# rest (`spectr_gbv.methods.support`) where that support is at most half the vocabulary: the
+# default draft's head covers 8,192 of 49,152 tokens. Tables below it (every golden value,
+# every enumeration) keep the full vocabulary.
+SUPPORT_FROM_VOCAB = ORDER_HEAD + 1
 
 
 @dataclass(frozen=True)
@@ -521,27 +534,30 @@ def phase_two_probs(inp: VerifyInput, draft: int, selected: torch.Tensor) -> tup
 
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     L = inp.draft_length
-    alive, alive_law, omega, rows = list(range(inp.num_drafts)), {inp.num_drafts: 1.0}, 1.0, []
+    small = on_draft_support(inp, SUPPORT_FROM_VOCAB)
+    work = inp if small is None else small.inp  # both phases run here; ids differ only by renumbering
+    alive, alive_law, omega, rows = list(range(work.num_drafts)), {work.num_drafts: 1.0}, 1.0, []
     for depth in range(L):
         node = alive[0]  # canonical row of u
-        target = inp.target_probs[node, depth]
-        law = node_law(target, inp.draft_probs[node, depth], alive_law, omega)
-        tokens = inp.draft_tokens[alive, depth].tolist()
+        target = work.target_probs[node, depth]
+        law = node_law(target, work.draft_probs[node, depth], alive_law, omega)
+        tokens = work.draft_tokens[alive, depth].tolist()
         y = select(law, tokens, rng)
         rows.append(law.selected)
         alive_law = child_alive_law(law, y)
         omega = next_omega(omega, float(target[y]), float(law.selected[y]))
         alive = [k for k, t in zip(alive, tokens) if t == y]
     chosen, selected = alive[0], torch.stack(rows)
-    omega_path = phase_two_probs(inp, chosen, selected)[0]
-    outcomes, uniforms, h = scan_coins(rng, omega_path, inp.target_probs[chosen, 1:L], selected[1:])
+    omega_path = phase_two_probs(work, chosen, selected)[0]
+    outcomes, uniforms, h = scan_coins(rng, omega_path, work.target_probs[chosen, 1:L], selected[1:])
     tests = [SubBlockTest(chosen, 0, t + 1, h[t], outcomes[t], uniforms[t]) for t in range(L)]
     tau = last_success(outcomes)
     if tau == L:
         final, kind = inp.target_probs[chosen, L], "bonus"
-    else:
+    else:  # on the full vocabulary, so that the final token can be any token
         weight = omega_path[tau - 1] if tau > 0 else 1.0
-        final, kind = residual(inp.target_probs[chosen, tau], selected[tau], weight), "correction"
+        law_at_stop = selected[tau] if small is None else small.expand(selected[tau])
+        final, kind = residual(inp.target_probs[chosen, tau], law_at_stop, weight), "correction"
     return VerifyResult(inp.draft_tokens[chosen, :tau].tolist(), rng.sample(final), kind, final, tau,
                         chosen if tau > 0 else None, tests)
 
@@ -550,6 +566,8 @@ def expected_accepted(inp: VerifyInput) -> float:
     """E[tau | drafts] = sum over the <= K selectable paths of P(path selected) x GBV's
     sum_i [1 - prod_{j>=i} (1 - h_j)] on that path with D (4.9, theory line)."""
     L = inp.draft_length
+    small = on_draft_support(inp, SUPPORT_FROM_VOCAB)
+    inp = inp if small is None else small.inp  # E[tau] is a sum over the draft's tokens: the same number
 
     def expected(depth: int, alive: list[int], alive_law: dict[int, float], omega: float, rows: list) -> float:
         if depth == L:
