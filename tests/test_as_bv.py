@@ -139,12 +139,12 @@ def test_large_vocabulary_stand_ins_are_exact(V, L, K, seed, kind, large_vocabul
     assert fidelity_error(METHODS["as_bv"], constant(TIED[0]), constant(TIED[1]), min(K, 3), 1) <= 1e-12
 
 
-def narrow_head(model, vocab: int, support):
-    """`model` renormalised onto `support`: a draft head narrower than the target's vocabulary."""
-    mask = torch.zeros(vocab, dtype=torch.float64)
-    mask[list(support)] = 1.0
-
+def narrow_head(model, vocab: int, head_of):
+    """`model` renormalised onto the tokens `head_of(context)`: a draft head narrower than the
+    target's vocabulary."""
     def probs(context):
+        mask = torch.zeros(vocab, dtype=torch.float64)
+        mask[list(head_of(context))] = 1.0
         row = model(context) * mask
         return row / row.sum()
 
@@ -152,26 +152,41 @@ def narrow_head(model, vocab: int, support):
 
 
 @pytest.mark.parametrize("K, L, seed", [(2, 2, 51), (3, 2, 52), (2, 3, 53)])
-def test_running_on_the_draft_support_is_exact(K, L, seed, monkeypatch):
+def test_running_on_the_draft_support_is_exact(K, L, seed, monkeypatch, large_vocabulary_paths):
     """The support path (both phases on the draft's 2 tokens plus one cell for the other 4
-    tokens' target mass), switched on at this size: the output law is still the target's."""
+    tokens' target mass), switched on at this size with the large-vocabulary stand-ins it
+    runs beside: the output law is still the target's."""
     monkeypatch.setattr(as_bv, "SUPPORT_FROM_VOCAB", 0)
     target, other = dirichlet_pair(6, seed, "independent")
-    draft = narrow_head(mixture(target, other, 0.5), 6, (1, 4))
-    assert on_draft_support(verify_input_for([[1, 4, 1][:L]] * K, target, draft), 0) is not None  # the path is taken
+    draft = narrow_head(mixture(target, other, 0.5), 6, lambda context: (1, 4))
+    assert as_bv._on_support(verify_input_for([[1, 4, 1][:L]] * K, target, draft)) is not None  # the path is taken
     assert fidelity_error(METHODS["as_bv"], target, draft, K, L) <= 1e-12
 
 
 def test_the_support_path_is_the_same_rule_on_a_large_vocabulary(monkeypatch):
-    """V = 1,200 with a 300-token draft head (float64 Dirichlet rows, so no ties in the head's
-    top-k): with and without the support path, the same outcomes under the same seeds, the
-    same final distribution on the full vocabulary and the same theory line."""
+    """V = 1,200 with a draft head of 300 tokens that depends on the context (two heads, 200
+    tokens shared; float64 Dirichlet rows, so no ties in the head's top-k): with and without
+    the support path, the same outcomes under the same seeds, the same final distribution on
+    the full vocabulary and the same theory line. Over the trials lex or seq is mixed in
+    somewhere, and both tau = 0 and tau = L occur, so each branch of `verify` is compared."""
     vocab, generator = 1200, torch.Generator().manual_seed(61)
-    head = torch.randperm(vocab, generator=generator)[:300].tolist()
-    target, other = dirichlet_pair(vocab, 62, "independent", concentration=0.3)
-    draft = narrow_head(mixture(target, other, 0.6), vocab, head)
-    default = as_bv.SUPPORT_FROM_VOCAB
-    for trial in range(6):
+    ids = torch.randperm(vocab, generator=generator).tolist()
+    heads = (ids[:300], ids[100:400])
+    wide, other = dirichlet_pair(vocab, 62, "independent", concentration=0.3)
+    # 90 % of the target's mass on the draft's heads, so whole blocks are accepted sometimes;
+    # 10 % spread over the whole vocabulary, which the rest cell must carry.
+    target = mixture(narrow_head(wide, vocab, lambda context: heads[len(context) % 2]), wide, 0.9)
+    draft = narrow_head(mixture(target, other, 0.5), vocab, lambda context: heads[len(context) % 2])
+    default, taus, mixtures = as_bv.SUPPORT_FROM_VOCAB, set(), set()
+    original_node_law = as_bv.node_law
+
+    def recording_node_law(*args):
+        law = original_node_law(*args)
+        mixtures.update(law.mixtures.values())
+        return law
+
+    monkeypatch.setattr(as_bv, "node_law", recording_node_law)
+    for trial in range(8):
         K, L = 2 + trial % 3, 2 + trial % 2
         root = int(torch.multinomial(draft(()), 1, generator=generator))
         blocks = []
@@ -181,7 +196,8 @@ def test_the_support_path_is_the_same_rule_on_a_large_vocabulary(monkeypatch):
                 block.append(int(torch.multinomial(draft(tuple(block)), 1, generator=generator)))
             blocks.append(block)
         inp = verify_input_for(blocks, target, draft)
-        assert on_draft_support(inp, default).inp.vocab_size == 301  # the path is taken by default
+        monkeypatch.setattr(as_bv, "SUPPORT_FROM_VOCAB", default)
+        assert as_bv._on_support(inp).inp.vocab_size == 401  # the path is taken by default
         results = {}
         for smallest in (default, vocab + 1):
             monkeypatch.setattr(as_bv, "SUPPORT_FROM_VOCAB", smallest)
@@ -194,6 +210,19 @@ def test_the_support_path_is_the_same_rule_on_a_large_vocabulary(monkeypatch):
             assert [t.accept_prob for t in a.tests] == pytest.approx([t.accept_prob for t in b.tests], abs=1e-12)
             assert a.final_distribution.shape == (vocab,)
             assert torch.allclose(a.final_distribution, b.final_distribution, atol=1e-12, rtol=0)
+            taus.add(a.num_accepted == 0 or (a.num_accepted == L and "L"))
+    assert {True, "L"} <= taus and mixtures - {as_bv.ONLY_FIRST}
+
+
+def test_a_support_too_narrow_for_the_large_vocabulary_paths_keeps_the_full_vocabulary():
+    """A top-k-like draft of 40 tokens on a 1,200-token vocabulary would shrink to 41 cells, where
+    the order and the lambda LP take their small-table paths: a different (still exact) rule.
+    The support path is refused there, so AS-BV is the same rule whatever the draft's support."""
+    target, other = dirichlet_pair(1200, 63, "independent")
+    draft = narrow_head(other, 1200, lambda context: range(40))
+    inp = verify_input_for([[3, 7], [3, 9]], target, draft)
+    assert on_draft_support(inp, as_bv.SUPPORT_FROM_VOCAB) is not None  # it would pay
+    assert as_bv._on_support(inp) is None  # but AS-BV declines it
 
 
 @pytest.mark.parametrize("stand_ins", [False, True])

@@ -86,8 +86,14 @@ ONLY_FIRST = (0.0, 0.0, 1.0)
 # From this vocabulary size on, both phases run on the draft's support plus one cell for the
 # rest (`spectr_gbv.methods.support`) where that support is at most half the vocabulary: the
 # default draft's head covers 8,192 of 49,152 tokens. Tables below it (every golden value,
-# every enumeration) keep the full vocabulary.
+# every enumeration) keep the full vocabulary, and so does a draft support too narrow to stay
+# above the sizes at which `mixture_weights` and `NodeOrder` switch to their large-vocabulary
+# paths (a top-k draft of 50 tokens): on the same path, both layouts are the same rule.
 SUPPORT_FROM_VOCAB = ORDER_HEAD + 1
+
+
+def _on_support(inp: VerifyInput):
+    return on_draft_support(inp, SUPPORT_FROM_VOCAB, fewest_cells=max(MAX_LP_TOKENS, ORDER_HEAD) + 1)
 
 
 @dataclass(frozen=True)
@@ -534,7 +540,7 @@ def phase_two_probs(inp: VerifyInput, draft: int, selected: torch.Tensor) -> tup
 
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     L = inp.draft_length
-    small = on_draft_support(inp, SUPPORT_FROM_VOCAB)
+    small = _on_support(inp)
     work = inp if small is None else small.inp  # both phases run here; ids differ only by renumbering
     alive, alive_law, omega, rows = list(range(work.num_drafts)), {work.num_drafts: 1.0}, 1.0, []
     for depth in range(L):
@@ -566,7 +572,7 @@ def expected_accepted(inp: VerifyInput) -> float:
     """E[tau | drafts] = sum over the <= K selectable paths of P(path selected) x GBV's
     sum_i [1 - prod_{j>=i} (1 - h_j)] on that path with D (4.9, theory line)."""
     L = inp.draft_length
-    small = on_draft_support(inp, SUPPORT_FROM_VOCAB)
+    small = _on_support(inp)
     inp = inp if small is None else small.inp  # E[tau] is a sum over the draft's tokens: the same number
 
     def expected(depth: int, alive: list[int], alive_law: dict[int, float], omega: float, rows: list) -> float:

@@ -36,15 +36,18 @@ class OnSupport:
         return out
 
 
-def on_draft_support(inp: VerifyInput, smallest_vocab: int) -> OnSupport | None:
-    """`inp` on the union of its draft rows' supports, or None where that would not pay
-    (V below `smallest_vocab`, or a support wider than half the vocabulary)."""
+def on_draft_support(inp: VerifyInput, smallest_vocab: int, fewest_cells: int = 0) -> OnSupport | None:
+    """`inp` on the union of its draft rows' supports, or None where that would not pay (V
+    below `smallest_vocab`, or a support wider than half the vocabulary) or would change the
+    rule (fewer than `fewest_cells` cells: a caller whose code paths switch on the vocabulary
+    size passes the size at which they switch, so that both layouts take the same path)."""
     vocab = inp.vocab_size
     if vocab < smallest_vocab:
         return None
     proposable = (inp.draft_probs > 0).flatten(0, -2).any(0)  # [V]
     support = proposable.nonzero().squeeze(-1)
-    if 2 * (support.numel() + 1) > vocab:
+    cells = support.numel() + 1
+    if 2 * cells > vocab or cells < fewest_cells:
         return None
     # The rest cell's target mass as a sum of nonnegative terms (no 1 - sum cancellation).
     off = (~proposable).to(inp.target_probs.dtype)
