@@ -29,6 +29,17 @@ def test_inputs_differ_from_repeat_to_repeat():
     assert not torch.equal(a[2], b[2])
 
 
+def test_a_draft_head_restricts_what_the_draft_can_propose_but_not_the_target():
+    tokens, draft, target = verify.synthetic_input(3, 4, 400, torch.device("cpu"), seed=7, draft_head=50)
+    proposable = (draft > 0).flatten(0, -2).any(0)
+    assert int(proposable.sum()) == 50 and bool((target > 0).all())
+    assert bool(proposable[tokens].all())  # every drafted token is one the head can propose
+    again = verify.synthetic_input(3, 4, 400, torch.device("cpu"), seed=1007, draft_head=50)[1]
+    assert torch.equal((again > 0).flatten(0, -2).any(0), proposable)  # one head for every input
+    row = verify.run_config(2, 3, ["spectr_gbv", "as_bv"], repeats=1, device=torch.device("cpu"), vocab=400, draft_head=50)
+    assert row["draft_head"] == 50 and "(the draft proposes 50 of them)" in verify.markdown([row], torch.device("cpu"))
+
+
 def row(ratios):
     return {"K": 4, "L": 6, "V": 49152, "build_input": 1.0, "spectr_gbv": 5.0, "as_bv": 8.0, "spectr": 5.0,
             "as_bv/spectr_gbv": ratios, "spectr_gbv/spectr": [1.0] * len(ratios)}

@@ -1,11 +1,13 @@
 """Time one verification per method at K in {1, 4, 8}, L in {4, 8, 16} and K = 4, L = 6, V = 49152.
 
     python -m spectr_gbv.bench.verify [--repeats N] [--configs 4,6 ...] [--methods ...]
-        [--device cpu|cuda] [--json PATH] [--markdown PATH]
+        [--device cpu|cuda] [--draft-head H] [--json PATH] [--markdown PATH]
 
 Inputs are synthetic but realistic in shape: peaked random target distributions over a
 49152-token vocabulary (the size of SmolLM2's), drafts sampled from a perturbed copy, so
-acceptance is partial and every code path (intermediate stops, residuals, rho*) runs.
+acceptance is partial and every code path (intermediate stops, residuals, rho*) runs. With
+--draft-head 8192 the draft can propose only 8,192 of the tokens, as the default draft's head
+(AS-BV then works on that support, `spectr_gbv.methods.support`).
 
 Every repeat draws a fresh input and every method verifies that same input, in an order that
 rotates from repeat to repeat. Fresh inputs because a real decode never meets a node twice:
@@ -40,13 +42,22 @@ CONFIGS = sorted([(K, L) for K in (1, 4, 8) for L in (4, 8, 16)] + [(4, 6)])
 GOAL_CONFIG, GOAL_RATIO = (4, 6), 2.0  # issue 14: as_bv <= 2x spectr_gbv at K = 4, L = 6
 
 
-def synthetic_input(K: int, L: int, vocab: int, device: torch.device, seed: int) -> tuple[torch.Tensor, ...]:
+def synthetic_input(K: int, L: int, vocab: int, device: torch.device, seed: int,
+                    draft_head: int | None = None) -> tuple[torch.Tensor, ...]:
+    """One input; with `draft_head`, the draft can propose only that many tokens (a fixed random
+    subset, as the default draft's 8,192-token head of the target's 49,152), the target all."""
     g = torch.Generator(device="cpu").manual_seed(seed)
     # Distinct node distributions per draft position; drafts share the root node.
     target_logits = torch.randn(K, L + 1, vocab, generator=g) * 3.0
     target_logits[:, 0] = target_logits[0, 0].clone()
     target = torch.softmax(target_logits, -1)
-    draft = torch.softmax(target_logits[:, :L] + torch.randn(K, L, vocab, generator=g) * 1.5, -1)
+    draft_logits = target_logits[:, :L] + torch.randn(K, L, vocab, generator=g) * 1.5
+    if draft_head is not None and draft_head < vocab:
+        head = torch.randperm(vocab, generator=torch.Generator().manual_seed(0))[:draft_head]
+        outside = torch.ones(vocab, dtype=torch.bool)
+        outside[head] = False
+        draft_logits[..., outside] = float("-inf")
+    draft = torch.softmax(draft_logits, -1)
     tokens = torch.multinomial(draft.reshape(-1, vocab), 1, generator=g).reshape(K, L)
     return tokens.to(device), draft.to(device), target.to(device)
 
@@ -75,13 +86,14 @@ def methods_for(K: int, names: list[str]) -> list[str]:
     return [name for name in names if METHODS[name].multi_draft or K == 1]
 
 
-def run_config(K: int, L: int, names: list[str], repeats: int, device: torch.device, vocab: int = VOCAB) -> dict:
+def run_config(K: int, L: int, names: list[str], repeats: int, device: torch.device, vocab: int = VOCAB,
+               draft_head: int | None = None) -> dict:
     """One row: per method the median ms over `repeats` fresh inputs (input 0 is the warm-up),
     and every per-input ratio as_bv / spectr_gbv and spectr_gbv / spectr where both ran."""
     names = methods_for(K, names)
     samples: dict[str, list[float]] = {name: [] for name in ["build_input", *names]}
     for i in range(repeats + 1):
-        tokens, draft, target = synthetic_input(K, L, vocab, device, seed=K * 100 + L + 1000 * i)
+        tokens, draft, target = synthetic_input(K, L, vocab, device, seed=K * 100 + L + 1000 * i, draft_head=draft_head)
         build_ms, inp = timed_ms(lambda: VerifyInput.build(tokens, draft, target), device)
         times = {"build_input": build_ms}
         rotated = names[i % len(names):] + names[:i % len(names)] if names else []
@@ -91,7 +103,7 @@ def run_config(K: int, L: int, names: list[str], repeats: int, device: torch.dev
         if i:  # input 0 warms up allocators and imports
             for name, ms in times.items():
                 samples[name].append(ms)
-    row = {"K": K, "L": L, "V": vocab, "repeats": repeats}
+    row = {"K": K, "L": L, "V": vocab, "draft_head": draft_head, "repeats": repeats}
     row.update({name: statistics.median(values) for name, values in samples.items()})
     for top, bottom in (("spectr_gbv", "spectr"), ("as_bv", "spectr_gbv")):
         if top in samples and bottom in samples:
@@ -99,9 +111,10 @@ def run_config(K: int, L: int, names: list[str], repeats: int, device: torch.dev
     return row
 
 
-def run(repeats: int, device: torch.device, configs=CONFIGS, names: list[str] | None = None, vocab: int = VOCAB) -> list[dict]:
+def run(repeats: int, device: torch.device, configs=CONFIGS, names: list[str] | None = None, vocab: int = VOCAB,
+        draft_head: int | None = None) -> list[dict]:
     names = list(METHODS) if names is None else names
-    return [run_config(K, L, names, repeats, device, vocab) for K, L in configs]
+    return [run_config(K, L, names, repeats, device, vocab, draft_head) for K, L in configs]
 
 
 def ratio_cell(row: dict, key: str) -> str:
@@ -115,7 +128,8 @@ def goal_line(rows: list[dict]) -> str:
     ratios = row["as_bv/spectr_gbv"]
     median = statistics.median(ratios)
     verdict = "met" if median <= GOAL_RATIO else "NOT met"
-    return (f"Goal (as_bv <= {GOAL_RATIO:g}x spectr_gbv at K = {GOAL_CONFIG[0]}, L = {GOAL_CONFIG[1]}, V = {row['V']}): "
+    return (f"Goal (as_bv <= {GOAL_RATIO:g}x spectr_gbv at K = {GOAL_CONFIG[0]}, L = {GOAL_CONFIG[1]}, V = {row['V']}"
+            f"{', draft head ' + str(row['draft_head']) if row.get('draft_head') else ''}): "
             f"**{verdict}**, median ratio {median:.2f} over {len(ratios)} fresh inputs "
             f"(per-input range {min(ratios):.2f}–{max(ratios):.2f}; {sum(r <= GOAL_RATIO for r in ratios)} of "
             f"{len(ratios)} at most {GOAL_RATIO:g}).")
@@ -126,10 +140,12 @@ def markdown(rows: list[dict], device: torch.device, command: str | None = None)
     header = "| K | L | build input | " + " | ".join(names) + " | spectr_gbv / spectr | as_bv / spectr_gbv |"
     lines = [f"Generated by `{command}`.", ""] if command else []
     vocab = rows[0]["V"] if rows else VOCAB
+    head = rows[0].get("draft_head") if rows else None
+    support = f" (the draft proposes {head} of them)" if head else ""
     lines += [
         f"Verification time per iteration, median ms over fresh inputs ({clock_name(device)}; {device.type}, "
         f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads), "
-        f"V = {vocab}; ratios are medians of per-input ratios:",
+        f"V = {vocab}{support}; ratios are medians of per-input ratios:",
         "",
         header,
         "|" + "---|" * (len(names) + 5),
@@ -158,13 +174,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--configs", type=parse_config, nargs="+", default=CONFIGS, metavar="K,L")
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--draft-head", type=int, default=None, metavar="H",
+                        help="the draft proposes only H tokens (the default draft: 8192); default: all V")
     parser.add_argument("--json", help="also write the rows as JSON here")
     parser.add_argument("--markdown", help="also write the table (with this command line) here")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     device = torch.device(args.device)
-    rows = run(args.repeats, device, args.configs, args.methods)
+    rows = run(args.repeats, device, args.configs, args.methods, draft_head=args.draft_head)
     command = "python -m spectr_gbv.bench.verify " + shlex.join(sys.argv[1:] if argv is None else argv)
     table = markdown(rows, device, command.strip())
     print(table)
