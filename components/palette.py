@@ -2,8 +2,8 @@
 
 Method colours are keyed by method name, never by position in a selection, so ticking a
 method in Compare or Sweep never recolours another. They come from the Okabe-Ito palette
-(safe under the common colour-vision deficiencies) plus two of Paul Tol's "muted" colours
-for the ninth and tenth; line charts add a marker symbol per method as a second cue.
+(safe under the common colour-vision deficiencies) plus three of Paul Tol's colours
+for the ninth to eleventh; line charts add a marker symbol per method as a second cue.
 Vermillion (red) has one meaning in the whole app: lossy, the released SpecTr-GBV rule,
 which is also dashed in line charts and hatched in bar charts.
 
@@ -29,11 +29,13 @@ METHOD_COLOURS = {
     "spectr": "#009E73",  # bluish green
     "spectr_gbv": "#E69F00",  # orange
     "as_bv": "#332288",  # Tol indigo
+    "as_bv_handoff": "#117733",  # Tol green
     "traversal": "#999933",  # Tol olive
     "spectr_gbv_released": LOSSY_RED,
 }
 METHOD_SYMBOLS = {"ar": "circle-open", "sd": "circle", "gbv": "square", "rrs": "diamond", "spectr": "triangle-up",
-                  "spectr_gbv": "star", "as_bv": "hexagon", "traversal": "cross", "spectr_gbv_released": "x"}
+                  "spectr_gbv": "star", "as_bv": "hexagon",
+                  "as_bv_handoff": "hexagram", "traversal": "cross", "spectr_gbv_released": "x"}
 UNKNOWN_METHOD_COLOUR = "#666666"
 
 

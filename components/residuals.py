@@ -23,6 +23,9 @@ CORRECTION = {
                   "f(x) − min(p(x), f(x)/ρ*)·(1 − (1 − β)^n)/β, normalised, n the drafts tried at that node.",
     "as_bv": "phase 2 is GBV on the selected block with D, the selected block's exact law, in place of p: "
              "r = norm((ω_τ·q − D)+). D mixes the K drafts' proposals, so it is not the plotted p.",
+    "as_bv_handoff": "AS-BV's r = norm((ω_τ·q − D)+) at the stop node, handed to the other drafts alive there: each "
+                     "proposes its token z to the current residual R with its own law G given the selection (accepted "
+                     "with min(1, R(z)/G(z)), else R ← norm((R − G)+)); an accepted draft continues by GBV with p.",
     "traversal": "each rejected leaf updates its parent: M_b ← norm((w·M_b − M_s)+) and M_s loses the rejected token "
                  "(without replacement); Y is drawn from M_b at the node where the walk stopped.",
     "spectr_gbv_released": "the released Eq. 4: r(x) ∝ Q*·q(x)·(1 − min(P*·p(x)/(Q*·q(x)), 1)^K), with P*, Q* the "

@@ -4,8 +4,8 @@ Public API:
     generate(target, draft, prompt_ids, method=..., num_drafts=K, draft_length=L,
              temperature=T, max_new_tokens=n, seed=s) -> RunRecord
     decode_iterations(target, draft, prompt_ids, DecodeConfig(...)) -> iterator of IterationRecord
-    METHODS: the verifiers ("sd", "rrs", "spectr", "gbv", "spectr_gbv", "as_bv", "traversal",
-             "spectr_gbv_released")
+    METHODS: the verifiers ("sd", "rrs", "spectr", "gbv", "spectr_gbv", "as_bv", "as_bv_handoff",
+             "traversal", "spectr_gbv_released")
     models.FunctionModel(probs_fn, vocab_size): any callable as a model (the toy world)
     load_pair("default" | hub id | folder, draft=None) -> (target, draft, tokenizer): transformers models
 

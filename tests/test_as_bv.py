@@ -163,12 +163,15 @@ def test_running_on_the_draft_support_is_exact(K, L, seed, monkeypatch, large_vo
     assert fidelity_error(METHODS["as_bv"], target, draft, K, L) <= 1e-12
 
 
-def test_the_support_path_is_the_same_rule_on_a_large_vocabulary(monkeypatch):
+@pytest.mark.parametrize("rule", ["as_bv", "as_bv_handoff"])
+def test_the_support_path_is_the_same_rule_on_a_large_vocabulary(rule, monkeypatch):
     """V = 1,200 with a draft head of 300 tokens that depends on the context (two heads, 200
     tokens shared; float64 Dirichlet rows, so no ties in the head's top-k): with and without
     the support path, the same outcomes under the same seeds, the same final distribution on
     the full vocabulary and the same theory line. Over the trials lex or seq is mixed in
-    somewhere, and both tau = 0 and tau = L occur, so each branch of `verify` is compared."""
+    somewhere, and both tau = 0 and tau = L occur, so each branch of `verify` is compared.
+    AS-BV with hand-off (which runs on the same support) is compared the same way."""
+    method = METHODS[rule]
     vocab, generator = 1200, torch.Generator().manual_seed(61)
     ids = torch.randperm(vocab, generator=generator).tolist()
     heads = (ids[:300], ids[100:400])
@@ -201,8 +204,8 @@ def test_the_support_path_is_the_same_rule_on_a_large_vocabulary(monkeypatch):
         results = {}
         for smallest in (default, vocab + 1):
             monkeypatch.setattr(as_bv, "SUPPORT_FROM_VOCAB", smallest)
-            runs = [as_bv.verify(inp, TorchRandomness(torch.Generator().manual_seed(seed))) for seed in range(8)]
-            results[smallest > vocab] = (runs, as_bv.expected_accepted(inp))
+            runs = [method.verify(inp, TorchRandomness(torch.Generator().manual_seed(seed))) for seed in range(8)]
+            results[smallest > vocab] = (runs, method.expected_accepted(inp))
         (narrow, narrow_expected), (full, full_expected) = results[False], results[True]
         assert narrow_expected == pytest.approx(full_expected, abs=1e-12)
         for a, b in zip(narrow, full):

@@ -62,6 +62,7 @@ def test_top_k_and_top_p_keep_a_proper_distribution():
 
 
 def test_every_registered_method_is_labelled_and_the_released_rule_is_marked_lossy():
-    assert set(METHODS) == {"sd", "rrs", "spectr", "gbv", "spectr_gbv", "as_bv", "traversal", "spectr_gbv_released"}
+    assert set(METHODS) == {"sd", "rrs", "spectr", "gbv", "spectr_gbv", "as_bv", "as_bv_handoff", "traversal",
+                            "spectr_gbv_released"}
     assert [name for name, spec in METHODS.items() if not spec.exact] == ["spectr_gbv_released"]
     assert "lossy" in METHODS["spectr_gbv_released"].label and "NOT" in METHODS["spectr_gbv_released"].description

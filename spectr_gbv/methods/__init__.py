@@ -5,7 +5,7 @@ Pure tensor code: nothing under `spectr_gbv.methods` imports a model library or 
 
 from __future__ import annotations
 
-from . import as_bv, gbv, rrs, sd, spectr, spectr_gbv, spectr_gbv_released, traversal
+from . import as_bv, as_bv_handoff, gbv, rrs, sd, spectr, spectr_gbv, spectr_gbv_released, traversal
 from .base import MethodSpec, SubBlockTest, VerifyInput, VerifyResult
 
 METHODS: dict[str, MethodSpec] = {
@@ -72,6 +72,18 @@ METHODS: dict[str, MethodSpec] = {
             exact=True,
             description="AS-BV, exact: select one of K drafts with a computable law, then GBV on it with that law. "
             "Equals GBV at K = 1.",
+        ),
+        MethodSpec(
+            name="as_bv_handoff",
+            label="AS-BV+H",
+            verify=as_bv_handoff.verify,
+            expected_accepted=as_bv_handoff.expected_accepted,
+            multi_draft=True,
+            block=True,
+            exact=True,
+            description="AS-BV with hand-off, exact: where AS-BV's GBV stops, the other drafts still alive at that "
+            "node propose to its residual in turn (recursive rejection sampling with their exact conditional laws), "
+            "and GBV continues on an accepted one's block. Equals GBV at K = 1; never below AS-BV.",
         ),
         MethodSpec(
             name="traversal",

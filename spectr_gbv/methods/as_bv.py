@@ -467,18 +467,25 @@ FIRST_TOLERANCE = 1e-12
 
 def select(law: NodeLaw, tokens: list[int], rng: Randomness) -> int:
     """Phase 1 line 6: draw a component from lambda[n], apply it to the candidates t_1..t_n."""
+    return select_with_detail(law, tokens, rng)[0]
+
+
+def select_with_detail(law: NodeLaw, tokens: list[int], rng: Randomness) -> tuple[int, int, int | None]:
+    """`select`, also saying how: (y, the component used, for seq the 0-based place of the
+    accepted candidate, None when seq rejected every candidate or another component ran)."""
     if len(tokens) == 1:
-        return tokens[0]  # every component picks the only candidate; no coin is spent
+        return tokens[0], FIRST, None  # every component picks the only candidate; no coin is spent
     mixture = law.mixtures.get(len(tokens), ONLY_FIRST)  # absent: the count's posterior underflowed to 0
     used = [r for r, w in enumerate(mixture) if w > 0]
     component = used[0] if len(used) == 1 else rng.sample(torch.tensor(mixture, dtype=torch.float64))
     if component == FIRST:
-        return tokens[0]
+        return tokens[0], FIRST, None
     if component == SEQ:
         outcomes, _ = rng.coins(law.components[len(tokens)].accept[tokens])
         if True in outcomes:
-            return tokens[outcomes.index(True)]
-    return law.order.top(tokens)  # lex, and seq when every candidate was rejected
+            place = outcomes.index(True)
+            return tokens[place], SEQ, place
+    return law.order.top(tokens), component, None  # lex, and seq when every candidate was rejected
 
 
 def selection_probs(law: NodeLaw, tokens: list[int]) -> dict[int, float]:

@@ -35,6 +35,18 @@ class OnSupport:
         out[..., self.support] = rows[..., :-1]
         return out
 
+    def lift(self, row: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """A target-side law [S + 1] (a residual) back on the full vocabulary [V]: the rest cell's
+        mass spread over the off-support tokens in proportion to `target`, the full-vocabulary q
+        of the same node (where the draft has no mass, every rule's residual is proportional to q)."""
+        out = self.expand(row)
+        off = target.clone()
+        off[self.support] = 0.0
+        mass = off.sum()
+        if float(row[-1]) > 0 and float(mass) > 0:
+            out += row[-1] * off / mass
+        return out
+
 
 def on_draft_support(inp: VerifyInput, smallest_vocab: int, fewest_cells: int = 0) -> OnSupport | None:
     """`inp` on the union of its draft rows' supports, or None where that would not pay (V

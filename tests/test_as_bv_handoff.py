@@ -1,0 +1,172 @@
+"""AS-BV with hand-off (`as_bv_handoff`, the open lever of ALGORITHMS.md 4.9): exactness and its parts.
+
+Methodology, tier by tier:
+
+* The losers' laws, the one new fact the exactness argument rests on: for every tuple of n
+  i.i.d. candidates and every coin of the selection (`select_with_detail` under exact
+  enumeration), P(how the node selected, the losers' tokens) must equal P(how the node
+  selected) times the product of the closed-form `loser_law`s (y, the component, seq's
+  accepted place; losers independent), to 1e-12, with tied ratios, with and without the
+  head/tail order of large vocabularies.
+* Exact enumeration (`spectr_gbv.exact`): TV of the output law, continued by the target,
+  against the target's <= 1e-12, on tiny tables and with the large-vocabulary stand-ins.
+* The theory line equals the enumerated mean accepted length, given the drafts.
+* Reductions and order: K = 1 is GBV outcome for outcome under the same seeds; exact E[tau] is
+  never below AS-BV's, strictly above it on a golden table of 4.9, and never above the LP optimum.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import defaultdict
+
+import pytest
+import torch
+
+from conftest import assert_theory_line_is_the_enumerated_mean, constant, dirichlet_pair
+from spectr_gbv.ceiling import optimal_expected_accepted
+from spectr_gbv.exact import enumerate_outcomes, fidelity_error, iteration_law, verify_input_for
+from spectr_gbv.methods import METHODS, as_bv, as_bv_handoff
+from spectr_gbv.randomness import TorchRandomness
+
+TIED = ((0.2, 0.4, 0.4), (0.1, 0.2, 0.7))  # tokens 0 and 1 share the ratio q/p = 2
+NODE_TABLES = [TIED, ((0.5, 0.3, 0.2), (0.2, 0.3, 0.5)), ((0.1, 0.2, 0.3, 0.4), (0.4, 0.3, 0.2, 0.1))]
+
+
+def f64(values) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64)
+
+
+@pytest.fixture
+def large_vocabulary_paths(monkeypatch):
+    """AS-BV's stand-ins above 64 tokens, switched on at tiny sizes (see tests/test_as_bv.py)."""
+    monkeypatch.setattr(as_bv, "ORDER_HEAD", 2)
+    monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 2)
+    monkeypatch.setattr(as_bv, "MIN_ALIVE_MASS", 0.3)
+    as_bv._solve_mixture.cache_clear()
+
+
+# -------------------------------------------------------------------------- the losers' laws
+
+
+@pytest.mark.parametrize("q, p", NODE_TABLES)
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("head", [256, 2])
+def test_losers_have_the_closed_form_laws_given_how_the_node_selected(q, p, n, head, monkeypatch):
+    monkeypatch.setattr(as_bv, "ORDER_HEAD", head)
+    target, draft = f64(q), f64(p)
+    vocab = len(q)
+    law = as_bv.node_law(target, draft, {n: 1.0}, 1.0)
+    for component in range(3):
+        forced = dataclasses.replace(law, mixtures={**law.mixtures, n: tuple(float(r == component) for r in range(3))})
+        # joint[(y, component, place, loser places)][loser tokens] = P(...)
+        joint: dict[tuple, dict[tuple, float]] = defaultdict(lambda: defaultdict(float))
+        for tokens in itertools.product(range(vocab), repeat=n):
+            weight = float(torch.prod(draft[list(tokens)]))
+            for prob, (y, used, place) in enumerate_outcomes(
+                    lambda rng: as_bv.select_with_detail(forced, list(tokens), rng)):
+                places = tuple(i for i, t in enumerate(tokens) if t != y)
+                joint[(y, used, place, places)][tuple(tokens[i] for i in places)] += weight * prob
+        checked = 0
+        for (y, used, place, places), outcomes in joint.items():
+            if not places:
+                continue
+            total = sum(outcomes.values())
+            laws = [as_bv_handoff.loser_law(forced, n, i, y, used, place) for i in places]
+            for loser_tokens in itertools.product(range(vocab), repeat=len(places)):
+                product = 1.0
+                for g, z in zip(laws, loser_tokens):
+                    product *= float(g[z])
+                # Joint, not conditional: an event of probability ~1e-16 (a seq test that
+                # rejects a candidate accepted with 1 - 1e-16) would otherwise dominate.
+                assert outcomes.get(loser_tokens, 0.0) == pytest.approx(total * product, abs=1e-12)
+            checked += 1
+        assert checked > 0
+
+
+# ------------------------------------------------------------------------- exact enumeration
+
+INSTANCES = [  # (V, L, K, seed, kind) of context-dependent Dirichlet models
+    (2, 2, 2, 11, "independent"),
+    (3, 2, 2, 12, "mixed"),
+    (2, 2, 3, 16, "mixed"),
+    (2, 3, 2, 17, "independent"),
+    (3, 1, 3, 15, "independent"),
+    (2, 2, 3, 24, "independent"),
+]
+
+
+@pytest.mark.parametrize("V, L, K, seed, kind", INSTANCES)
+def test_the_handoff_preserves_the_target_law(V, L, K, seed, kind):
+    target, draft = dirichlet_pair(V, seed, kind)
+    assert fidelity_error(METHODS["as_bv_handoff"], target, draft, K, L) <= 1e-12
+
+
+@pytest.mark.parametrize("q, p, L, K", [(*TIED, 2, 2), (*TIED, 1, 3), ((1 / 3, 2 / 3), (2 / 3, 1 / 3), 2, 3)])
+def test_the_handoff_is_exact_on_tied_and_context_free_tables(q, p, L, K):
+    assert fidelity_error(METHODS["as_bv_handoff"], constant(q), constant(p), K, L) <= 1e-12
+
+
+@pytest.mark.parametrize("V, L, K, seed, kind", [(3, 2, 2, 12, "mixed"), (4, 1, 3, 21, "independent"), (2, 2, 3, 25, "mixed")])
+def test_the_handoff_is_exact_with_the_large_vocabulary_stand_ins(V, L, K, seed, kind, large_vocabulary_paths):
+    target, draft = dirichlet_pair(V, seed, kind)
+    assert fidelity_error(METHODS["as_bv_handoff"], target, draft, K, L) <= 1e-12
+
+
+@pytest.mark.parametrize("stand_ins", [False, True])
+def test_theory_line_equals_the_enumerated_mean_given_the_drafts(stand_ins, monkeypatch):
+    if stand_ins:
+        monkeypatch.setattr(as_bv, "ORDER_HEAD", 2)
+        monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 2)
+    target, draft = dirichlet_pair(3, 23, "mixed")
+    blocks = list(itertools.product(range(3), repeat=2))
+    for drafts in itertools.islice(itertools.product(blocks, repeat=3), 0, None, 23):
+        assert_theory_line_is_the_enumerated_mean(as_bv_handoff, verify_input_for(drafts, target, draft))
+
+
+# ---------------------------------------------------------------------- reductions and order
+
+
+def test_one_draft_is_gbv_outcome_for_outcome_under_the_same_seeds():
+    target, draft = dirichlet_pair(5, 31, "mixed", concentration=0.5)
+    generator = torch.Generator().manual_seed(5)
+    for trial in range(30):
+        L = 1 + trial % 4
+        block = [int(torch.multinomial(draft(()), 1, generator=generator))]
+        while len(block) < L:
+            block.append(int(torch.multinomial(draft(tuple(block)), 1, generator=generator)))
+        inp = verify_input_for([block], target, draft)
+        for seed in range(4):
+            a = as_bv_handoff.verify(inp, TorchRandomness(torch.Generator().manual_seed(seed)))
+            b = METHODS["gbv"].verify(inp, TorchRandomness(torch.Generator().manual_seed(seed)))
+            assert (a.tokens, a.final_kind, a.winning_draft) == (b.tokens, b.final_kind, b.winning_draft)
+            assert torch.equal(a.final_distribution, b.final_distribution)
+        assert as_bv_handoff.expected_accepted(inp) == pytest.approx(METHODS["gbv"].expected_accepted(inp), abs=1e-12)
+
+
+@pytest.mark.parametrize("V, L, K, seed, kind", [(3, 2, 2, 12, "mixed"), (2, 2, 3, 16, "mixed"), (3, 1, 3, 15, "independent")])
+def test_never_below_as_bv(V, L, K, seed, kind):
+    target, draft = dirichlet_pair(V, seed, kind)
+    handoff = iteration_law(METHODS["as_bv_handoff"], target, draft, K, L).expected_accepted
+    assert handoff >= iteration_law(METHODS["as_bv"], target, draft, K, L).expected_accepted - 1e-12
+
+
+def test_above_as_bv_and_below_the_ceiling_on_a_golden_table():
+    """4.9's q = (.5, .3, .2), p = (.2, .3, .5), L = 2, K = 3: AS-BV 1.676893, LP optimum 1.804040."""
+    q, p = constant((0.5, 0.3, 0.2)), constant((0.2, 0.3, 0.5))
+    handoff = iteration_law(METHODS["as_bv_handoff"], q, p, 3, 2).expected_accepted
+    assert handoff > 1.676893 + 1e-3
+    assert handoff <= optimal_expected_accepted(q, p, 3, 2) + 1e-9
+
+
+def test_generate_through_the_public_api():
+    from spectr_gbv import generate
+    from spectr_gbv.toy import toy_pair
+
+    target, draft = toy_pair()
+    record = generate(target, draft, [0], method="as_bv_handoff", num_drafts=3, draft_length=3, max_new_tokens=12, seed=4)
+    assert len(record.tokens) == 12 and record.mean_expected_accepted is not None
+    assert all(it.num_accepted <= 3 for it in record.iterations)
+    spec = METHODS["as_bv_handoff"]
+    assert (spec.label, spec.multi_draft, spec.block, spec.exact) == ("AS-BV+H", True, True, True)
