@@ -39,7 +39,7 @@ screenshots: $(STAMP) $(BROWSER)
 # each timed against the AR of the same repeat: median and range of the speedup, per-phase times.
 bench: $(STAMP)
 	$(PY) -m spectr_gbv.bench --search --repeats 3 --max-new-tokens 96 --temperature 0.7 \
-		--methods sd gbv spectr spectr_gbv as_bv spectr_gbv_released \
+		--methods sd gbv spectr spectr_gbv as_bv as_bv_handoff spectr_gbv_released \
 		--json assets/results/cpu_bench.json --markdown assets/results/cpu_bench.md
 
 bench-verify: $(STAMP)

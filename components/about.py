@@ -108,6 +108,10 @@ calls. The number of tokens per target call is the **block efficiency**; it does
 * **AS-BV**: first *select* one of the K drafts, token by token down their tree, with a mixture of three simple
   selections whose law is known exactly; then verify that one draft by block (GBV) against that law.
   It equals GBV at K = 1 and accepts at least as much as SpecTr at L = 1.
+* **AS-BV+H** (AS-BV with hand-off): AS-BV, and where its block check stops, the other drafts still alive at that
+  point offer their next token to the correction, one after another (each with its exact law given how the draft was
+  selected); an accepted one becomes an accepted draft token and the rest of that draft is checked by GBV. Never below
+  AS-BV; equal to GBV at K = 1.
 * **Traversal**: Traversal Verification (Weng et al. 2025, {paper("Traversal", "arXiv 2505.12398")}) on the tree of the K drafts: leaves are tested
   depth first, and a rejected leaf hands its parent the block residual. It equals GBV at K = 1.
 * **AR**: the target alone, one token per call: the baseline for wall-clock speedup.

@@ -38,7 +38,7 @@ from ..methods import METHODS
 from ..pairs import DEFAULT_KEY, TOY_KEY, TWO_TOKEN_KEY, get_pair
 
 SUITE = Path(__file__).resolve().parents[2] / "assets" / "prompts" / "paper_suite.json"
-DEFAULT_METHODS = ["sd", "gbv", "spectr", "spectr_gbv", "as_bv", "traversal", "spectr_gbv_released"]
+DEFAULT_METHODS = ["sd", "gbv", "spectr", "spectr_gbv", "as_bv", "as_bv_handoff", "traversal", "spectr_gbv_released"]
 REFERENCES = ("spectr", "spectr_gbv")
 METRICS = ("expected_accepted", "block_efficiency")
 TEACHING_PROMPTS = {TOY_KEY: ["the", "the cat", "the dog ran", "on the mat", "the cat sat on"],

@@ -22,7 +22,7 @@ from typing import Sequence
 from ..methods import METHODS
 from .frontier import _cell
 
-COLUMNS = ("spectr", "spectr_gbv", "as_bv", "traversal")
+COLUMNS = ("spectr", "spectr_gbv", "as_bv", "as_bv_handoff", "traversal")
 
 
 def load_rows(paths: Sequence[Path]) -> tuple[list[dict], list[dict]]:

@@ -20,7 +20,7 @@ from .__main__ import PROMPTS
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--methods", nargs="+", default=["sd", "rrs", "spectr", "gbv", "spectr_gbv", "as_bv", "traversal"])
+    parser.add_argument("--methods", nargs="+", default=["sd", "rrs", "spectr", "gbv", "spectr_gbv", "as_bv", "as_bv_handoff", "traversal"])
     parser.add_argument("--max-new-tokens", type=int, default=96)
     args = parser.parse_args()
     target, draft, tokenizer = load_pair("default")
