@@ -64,7 +64,7 @@ def test_the_summary_reads_a_grid_split_over_files(tmp_path):
     """Two frontier runs (one per T) make one compact table; its best rule and tallies come from the rows."""
     from spectr_gbv.bench import frontier_summary
 
-    methods = ["spectr", "spectr_gbv", "as_bv", "traversal"]
+    methods = ["spectr", "spectr_gbv", "as_bv", "as_bv_handoff", "traversal"]
     paths = []
     for T in ("0.7", "1.0"):
         out = tmp_path / f"T{T}"
@@ -81,6 +81,9 @@ def test_the_summary_reads_a_grid_split_over_files(tmp_path):
         saved = {row["method"]: row for row in rows if (row["K"], row["L"], row["T"]) == (r["K"], r["L"], r["T"])}
         assert r["best"] == max(methods, key=lambda m: saved[m]["expected_accepted"])
         assert r["as_bv_vs_spectr_gbv"] == pytest.approx(tuple(saved["as_bv"]["vs_spectr_gbv"]["expected_accepted"]))
+        diffs = [a - b for a, b in zip(saved["as_bv_handoff"]["per_prompt"]["expected_accepted"],
+                                       saved["as_bv"]["per_prompt"]["expected_accepted"])]
+        assert r["handoff_vs_as_bv"][0] == pytest.approx(sum(diffs) / len(diffs), abs=1e-12)
     table = [line for line in md.splitlines() if line.startswith("| 2 |")]
     assert len(table) == 4
     shallow = [r for r in summary if r["L"] <= 3]

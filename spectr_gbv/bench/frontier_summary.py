@@ -7,8 +7,9 @@
 temperature, a grid is several files. This reads them and writes one row per configuration: the
 mean E[tau | drafts] of the exact multi-draft rules, the best of them, and two paired differences
 with their 95 % t-intervals (computed by the frontier command, per prompt): the best against
-SpecTr (the issue's goal) and AS-BV against SpecTr-GBV★ (the §4.9 claim). Then the tallies the
-README quotes, counted from those rows, never typed.
+SpecTr (the issue's goal) and AS-BV against SpecTr-GBV★ (the §4.9 claim); where AS-BV with
+hand-off ran too, its paired difference against AS-BV (from the saved per-prompt values). Then
+the tallies the README quotes, counted from those rows, never typed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..methods import METHODS
-from .frontier import _cell
+from .frontier import _cell, paired_interval
 
 COLUMNS = ("spectr", "spectr_gbv", "as_bv", "as_bv_handoff", "traversal")
 
@@ -58,6 +59,14 @@ def _interval(value) -> tuple[float, float, float] | None:
     return None if value is None else tuple(float("nan") if v is None else v for v in value)
 
 
+def _paired(by_method: dict[str, dict], rule: str, reference: str):
+    """The paired per-prompt difference of E[tau given drafts], rule − reference, where both ran."""
+    if rule not in by_method or reference not in by_method:
+        return None
+    values = [by_method[m]["per_prompt"]["expected_accepted"] for m in (rule, reference)]
+    return paired_interval(*values)
+
+
 def summary_rows(rows: list[dict]) -> list[dict]:
     """Per configuration: E[tau] per column rule, the best exact multi-draft rule and the two differences."""
     out = []
@@ -71,6 +80,7 @@ def summary_rows(rows: list[dict]) -> list[dict]:
             "best_vs_spectr": None if best is None or best["method"] == "spectr"
             else _interval(best.get("vs_spectr", {}).get("expected_accepted")),
             "as_bv_vs_spectr_gbv": _interval(as_bv.get("vs_spectr_gbv", {}).get("expected_accepted")),
+            "handoff_vs_as_bv": _paired(by_method, "as_bv_handoff", "as_bv"),
         })
     return out
 
@@ -105,15 +115,19 @@ def markdown(summary: list[dict], headers: list[dict], command: str) -> str:
                       + ("" if h.get("configurations_done") in (None, h.get("configurations"))
                          else f", partial: {h['configurations_done']} of {h['configurations']} configurations")
                       + ")" for h in headers)
-    head = ["K", "L", "T", *(METHODS[m].label for m in COLUMNS), "best exact", "best − SpecTr",
-            "AS-BV − SpecTr-GBV★"]
+    columns = [m for m in COLUMNS if any(r["expected"].get(m) is not None for r in summary)]  # rules that ran
+    handoff = any(r["handoff_vs_as_bv"] is not None for r in summary)
+    head = ["K", "L", "T", *(METHODS[m].label for m in columns), "best exact", "best − SpecTr",
+            "AS-BV − SpecTr-GBV★", *(["AS-BV+H − AS-BV"] if handoff else [])]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in summary:
         cells = [str(r["K"]), str(r["L"]), str(r["T"])]
-        cells += [f"{r['expected'][m]:.3f}" if r["expected"].get(m) is not None else "–" for m in COLUMNS]
+        cells += [f"{r['expected'][m]:.3f}" if r["expected"].get(m) is not None else "–" for m in columns]
         cells += [METHODS[r["best"]].label if r["best"] else "–",
                   "–" if r["best_vs_spectr"] is None else _cell(r["best_vs_spectr"]),
                   "–" if r["as_bv_vs_spectr_gbv"] is None else _cell(r["as_bv_vs_spectr_gbv"])]
+        if handoff:
+            cells.append("–" if r["handoff_vs_as_bv"] is None else _cell(r["handoff_vs_as_bv"]))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n\n".join([
         f"Mean E[tau given drafts] per configuration, coupled runs on the default pair (from {files}); "

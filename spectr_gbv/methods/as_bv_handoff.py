@@ -243,19 +243,25 @@ def expected_accepted(inp: VerifyInput) -> float:
                 gain = 0.0
                 if tau < L:
                     weight = omega_path[tau - 1] if tau > 0 else 1.0
-                    gain = _handoff_expected(inp, residual(inp.target_probs[chosen, tau], selected[tau], weight), nodes[tau], tau)
+                    stop_residual = residual(inp.target_probs[chosen, tau], selected[tau], weight)
+                    gain = sum(share * _handoff_expected(inp, stop_residual, node, tau) for share, node in nodes[tau])
                 value += prob * (tau + gain)
             return value
         target = inp.target_probs[alive[0], depth]
         law = as_bv.node_law(target, inp.draft_probs[alive[0], depth], alive_law, omega)
         tokens = inp.draft_tokens[alive, depth].tolist()
-        total = 0.0
+        # Deeper nodes depend on y only; how y was selected matters only for the losers here,
+        # if GBV stops here. So branch on y, keeping each way of selecting it with its share.
+        ways: dict[int, list] = {}
         for prob, y, component, accepted_place in selection_outcomes(law, tokens):
+            ways.setdefault(y, []).append((prob, (law, alive, tokens, y, component, accepted_place)))
+        total = 0.0
+        for y, group in ways.items():
+            p_y = sum(prob for prob, _ in group)
             child = [k for k, t in zip(alive, tokens) if t == y]
-            node = (law, alive, tokens, y, component, accepted_place)
-            total += prob * expected(depth + 1, child, as_bv.child_alive_law(law, y),
-                                     as_bv.next_omega(omega, float(target[y]), float(law.selected[y])),
-                                     rows + [law.selected], nodes + [node])
+            total += p_y * expected(depth + 1, child, as_bv.child_alive_law(law, y),
+                                    as_bv.next_omega(omega, float(target[y]), float(law.selected[y])),
+                                    rows + [law.selected], nodes + [[(prob / p_y, node) for prob, node in group]])
         return total
 
     return expected(0, list(range(inp.num_drafts)), {inp.num_drafts: 1.0}, 1.0, [], [])
