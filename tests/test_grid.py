@@ -168,3 +168,23 @@ def test_the_detail_panel_says_what_the_residual_subtracted_for_this_method():
         assert CORRECTION[method].split(":")[0].replace("'", "&#x27;") in panel
     assert "LOSSY" in draft_grid_html(it, decode, "spectr_gbv_released")
     assert "nothing is subtracted" in draft_grid_html(record([], 3, 1, "bonus"), decode, "spectr")
+
+
+def test_an_iteration_where_a_loser_takes_over_draws_a_consistent_grid():
+    """AS-BV+H: GBV stops on the selected draft, another draft alive there is accepted and
+    continues. The final token still sits at tau + 1 in the row of the draft that won."""
+    target, draft = toy_pair()
+    handed = []
+    for seed in range(60):
+        run = generate(target, draft, encode("the cat"), method="as_bv_handoff", num_drafts=3, draft_length=3,
+                       temperature=1.0, max_new_tokens=12, seed=seed)
+        for it in run.iterations:
+            selected = it.tests[0].draft  # phase 2 tests the selected draft first
+            if it.winning_draft is not None and it.winning_draft != selected and any(
+                    t.draft == it.winning_draft and t.length == 1 and t.accepted for t in it.tests):
+                handed.append(it)
+        if len(handed) >= 3:
+            break
+    assert handed, "no hand-off in 60 toy runs"
+    for it in handed:
+        check_grid(it, "as_bv_handoff")

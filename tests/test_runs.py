@@ -62,7 +62,7 @@ def test_the_sliders_start_at_their_caps(limits):
     by_id = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
     assert by_id["draft-length"].maximum == caps.max_draft_length(2) == 10  # 20 // K = 2
     assert by_id["fidelity-runs"].maximum == 120 and by_id["fidelity-runs"].value == 120  # N = 500 would be refused
-    assert "ignored by" not in (by_id["num-drafts"].info or "")  # AS-BV (the default method) uses K drafts
+    assert "ignored by" not in (by_id["num-drafts"].info or "")  # AS-BV+H (the default method) uses K drafts
     assert caps.ignored_info("sd", "K") and caps.ignored_info("ar", "L") and not caps.ignored_info("spectr", "L")
 
 
