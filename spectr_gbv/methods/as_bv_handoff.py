@@ -110,16 +110,22 @@ def rrs_step(target: torch.Tensor, proposal: torch.Tensor, token: int) -> tuple[
 # ------------------------------------------------------------------------- GBV on a remainder
 
 
-def remainder_probs(inp: VerifyInput, draft: int, start: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(omega, h) of GBV with p on draft `draft`'s tokens at depths start .. L-1 (0-based),
-    from its node after `start` tokens. Empty when start = L."""
+def remainder_weights(inp: VerifyInput, draft: int, start: int) -> torch.Tensor:
+    """GBV's omega with p on draft `draft`'s tokens at depths start .. L-1 (0-based), from its
+    node after `start` tokens ([L - start]; start < L)."""
     L = inp.draft_length
     tokens = inp.draft_tokens[draft, start:]
-    if tokens.numel() == 0:
-        empty = torch.zeros(0, dtype=torch.float64, device=tokens.device)
-        return empty, empty
     q, p = token_probs(inp.target_probs[draft, start:L], tokens), token_probs(inp.draft_probs[draft, start:], tokens)
-    omega = block_weights((q[0] / p[0]).clamp(max=1.0), log_ratios(q[1:], p[1:]))
+    return block_weights((q[0] / p[0]).clamp(max=1.0), log_ratios(q[1:], p[1:]))
+
+
+def remainder_probs(inp: VerifyInput, draft: int, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(omega, h) of that GBV, every h computed (the theory line). Empty when start = L."""
+    L = inp.draft_length
+    if start == L:
+        empty = torch.zeros(0, dtype=torch.float64, device=inp.draft_tokens.device)
+        return empty, empty
+    omega = remainder_weights(inp, draft, start)
     return omega, block_accept_probs(omega, inp.target_probs[draft, start + 1 : L], inp.draft_probs[draft, start + 1 :])
 
 
@@ -128,9 +134,7 @@ def _gbv_remainder(inp: VerifyInput, rng: Randomness, draft: int, start: int, te
     L = inp.draft_length
     if start == L:
         return 0, inp.target_probs[draft, L], "bonus"
-    tokens = inp.draft_tokens[draft, start:]
-    q, p = token_probs(inp.target_probs[draft, start:L], tokens), token_probs(inp.draft_probs[draft, start:], tokens)
-    omega = block_weights((q[0] / p[0]).clamp(max=1.0), log_ratios(q[1:], p[1:]))
+    omega = remainder_weights(inp, draft, start)
     outcomes, uniforms, h = scan_coins(rng, omega, inp.target_probs[draft, start + 1 : L], inp.draft_probs[draft, start + 1 :])
     tests += [SubBlockTest(draft, start, t + 1, h[t], outcomes[t], uniforms[t]) for t in range(L - start)]
     extra = last_success(outcomes)
