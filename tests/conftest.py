@@ -5,9 +5,27 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: app.py, components/
+
+
+def f64(values) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64)
+
+
+@pytest.fixture
+def large_vocabulary_paths(monkeypatch):
+    """AS-BV's stand-ins used above 64 tokens, switched on at tiny sizes: the order ranks only the
+    2 likeliest proposals by ratio, the LP keeps 2 tokens, and alive counts with posterior
+    below 0.3 are served by "first"."""
+    from spectr_gbv.methods import as_bv
+
+    monkeypatch.setattr(as_bv, "ORDER_HEAD", 2)
+    monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 2)
+    monkeypatch.setattr(as_bv, "MIN_ALIVE_MASS", 0.3)
+    as_bv._solve_mixture.cache_clear()
 
 
 def constant(probs) -> "callable":

@@ -29,31 +29,16 @@ from collections import defaultdict
 import pytest
 import torch
 
-from conftest import assert_theory_line_is_the_enumerated_mean, constant, dirichlet_model, dirichlet_pair, mixture
+from conftest import assert_theory_line_is_the_enumerated_mean, constant, dirichlet_model, dirichlet_pair, f64, mixture
 from spectr_gbv import generate
 from spectr_gbv.exact import enumerate_outcomes, fidelity_error, iteration_law, sequence_prob, verify_input_for
-from spectr_gbv.methods import METHODS, VerifyInput, as_bv
+from spectr_gbv.methods import METHODS, VerifyInput, as_bv, as_bv_handoff
 from spectr_gbv.methods.support import on_draft_support
 from spectr_gbv.randomness import ScriptedRandomness, TorchRandomness
 from spectr_gbv.toy import toy_pair
 
 Q2, P2 = (1 / 3, 2 / 3), (2 / 3, 1 / 3)
 TIED = ((0.2, 0.4, 0.4), (0.1, 0.2, 0.7))  # tokens 0 and 1 share the ratio q/p = 2
-
-
-def f64(values) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.float64)
-
-
-@pytest.fixture
-def large_vocabulary_paths(monkeypatch):
-    """The stand-ins used above 64 tokens, switched on at tiny sizes: the order ranks only the
-    2 likeliest proposals by ratio, the LP keeps 2 tokens, and alive counts with posterior
-    below 0.3 are served by "first"."""
-    monkeypatch.setattr(as_bv, "ORDER_HEAD", 2)
-    monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 2)
-    monkeypatch.setattr(as_bv, "MIN_ALIVE_MASS", 0.3)
-    as_bv._solve_mixture.cache_clear()
 
 
 # ------------------------------------------------------------------ component laws T_r[n](y, c)
@@ -228,21 +213,28 @@ def test_a_support_too_narrow_for_the_large_vocabulary_paths_keeps_the_full_voca
     assert as_bv._on_support(inp) is None  # but AS-BV declines it
 
 
+# AS-BV+H (tests/test_as_bv_handoff.py) shares AS-BV's phases, so the theory-line and K = 1 tests
+# below run on both rules.
+RULES = [as_bv, as_bv_handoff]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 @pytest.mark.parametrize("stand_ins", [False, True])
-def test_theory_line_equals_the_enumerated_mean_given_the_drafts(stand_ins, monkeypatch):
+def test_theory_line_equals_the_enumerated_mean_given_the_drafts(stand_ins, rule, monkeypatch):
     if stand_ins:
         monkeypatch.setattr(as_bv, "ORDER_HEAD", 2)
         monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 2)
     target, draft = dirichlet_pair(3, 23, "mixed")
     blocks = list(itertools.product(range(3), repeat=2))
     for drafts in itertools.islice(itertools.product(blocks, repeat=3), 0, None, 23):
-        assert_theory_line_is_the_enumerated_mean(as_bv, verify_input_for(drafts, target, draft))
+        assert_theory_line_is_the_enumerated_mean(rule, verify_input_for(drafts, target, draft))
 
 
 # -------------------------------------------------------------------------------- reductions
 
 
-def test_one_draft_is_gbv_outcome_for_outcome_under_the_same_seeds():
+@pytest.mark.parametrize("rule", RULES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
+def test_one_draft_is_gbv_outcome_for_outcome_under_the_same_seeds(rule):
     target, draft = dirichlet_pair(5, 31, "mixed", concentration=0.5)
     generator = torch.Generator().manual_seed(5)
     for trial in range(40):
@@ -252,13 +244,15 @@ def test_one_draft_is_gbv_outcome_for_outcome_under_the_same_seeds():
             block.append(int(torch.multinomial(draft(tuple(block)), 1, generator=generator)))
         inp = verify_input_for([block], target, draft)
         for seed in range(5):
-            a = as_bv.verify(inp, TorchRandomness(torch.Generator().manual_seed(seed)))
+            a = rule.verify(inp, TorchRandomness(torch.Generator().manual_seed(seed)))
             b = METHODS["gbv"].verify(inp, TorchRandomness(torch.Generator().manual_seed(seed)))
             assert (a.tokens, a.final_kind, a.winning_draft) == (b.tokens, b.final_kind, b.winning_draft)
             assert [(t.length, t.accept_prob, t.accepted, t.uniform) for t in a.tests] == \
                    [(t.length, t.accept_prob, t.accepted, t.uniform) for t in b.tests]
             assert torch.equal(a.final_distribution, b.final_distribution)
-        assert as_bv.expected_accepted(inp) == METHODS["gbv"].expected_accepted(inp)
+        # AS-BV's theory line is GBV's to the bit; AS-BV+H sums the same terms in another order.
+        tolerance = 0.0 if rule is as_bv else 1e-12
+        assert rule.expected_accepted(inp) == pytest.approx(METHODS["gbv"].expected_accepted(inp), abs=tolerance, rel=0)
 
 
 def theory_expected(name: str, target_fn, draft_fn, num_drafts: int, draft_length: int) -> float:

@@ -133,6 +133,17 @@ class NodeOrder:
         # A dict of the H head places, built when first needed: no [V] key array per node.
         return {token: place for place, token in enumerate(self.head.tolist())}
 
+    def below_mask(self, y: int) -> torch.Tensor:
+        """[V] bool: the tokens x with x < y in this order (a head token: the head tokens ranked
+        lower and the whole tail; a tail token: the tail tokens of smaller id)."""
+        vocab = self.head.shape[0] if self.tail is None else self.tail.shape[0]
+        rank = self._head_rank
+        if y in rank:
+            mask = torch.zeros(vocab, dtype=torch.bool, device=self.head.device)
+            mask[self.head[: rank[y]]] = True
+            return mask if self.tail is None else mask | self.tail.bool()
+        return self.tail.bool() & (torch.arange(vocab, device=self.head.device) < y)
+
     def rho(self, target: torch.Tensor, draft: torch.Tensor, n: int) -> torch.Tensor:
         """rho for seq: rho* of 2.2 (sorted once per node), or with a tail, rho* of the
         head with the tail merged into one token. seq's law holds for any rho (its fallback
@@ -545,34 +556,77 @@ def phase_two_probs(inp: VerifyInput, draft: int, selected: torch.Tensor) -> tup
     return omega, block_accept_probs(omega, inp.target_probs[draft, 1:-1], selected[1:])
 
 
-def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
-    L = inp.draft_length
-    small = _on_support(inp)
-    work = inp if small is None else small.inp  # both phases run here; ids differ only by renumbering
-    alive, alive_law, omega, rows = list(range(work.num_drafts)), {work.num_drafts: 1.0}, 1.0, []
-    for depth in range(L):
+@dataclass(frozen=True)
+class NodeChoice:
+    """What phase 1 did at one node of the selected path (kept for AS-BV+H's hand-off)."""
+
+    law: NodeLaw
+    alive: list[int]  # the drafts alive there, in draft order
+    tokens: list[int]  # their next tokens, the candidates
+    selected: int  # y
+    component: int  # the component that chose y
+    accepted_place: int | None  # seq: the place of the accepted candidate; None otherwise
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Phase 1's outcome: the selected draft, its law D row by row, and every node's choice."""
+
+    chosen: int
+    laws: torch.Tensor  # [L, V] D_u along the selected path
+    nodes: list[NodeChoice]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Phase 2's outcome on the selected block."""
+
+    omega: torch.Tensor  # [L]
+    tests: list[SubBlockTest]
+    tau: int
+
+
+def select_block(inp: VerifyInput, rng: Randomness) -> Selection:
+    """Phase 1 (lines 1-8): walk down the drafts' trie, one selected token per level."""
+    alive, alive_law, omega, rows, nodes = list(range(inp.num_drafts)), {inp.num_drafts: 1.0}, 1.0, [], []
+    for depth in range(inp.draft_length):
         node = alive[0]  # canonical row of u
-        target = work.target_probs[node, depth]
-        law = node_law(target, work.draft_probs[node, depth], alive_law, omega)
-        tokens = work.draft_tokens[alive, depth].tolist()
-        y = select(law, tokens, rng)
+        target = inp.target_probs[node, depth]
+        law = node_law(target, inp.draft_probs[node, depth], alive_law, omega)
+        tokens = inp.draft_tokens[alive, depth].tolist()
+        y, component, accepted_place = select_with_detail(law, tokens, rng)
+        nodes.append(NodeChoice(law, alive, tokens, y, component, accepted_place))
         rows.append(law.selected)
         alive_law = child_alive_law(law, y)
         omega = next_omega(omega, float(target[y]), float(law.selected[y]))
         alive = [k for k, t in zip(alive, tokens) if t == y]
-    chosen, selected = alive[0], torch.stack(rows)
-    omega_path = phase_two_probs(work, chosen, selected)[0]
-    outcomes, uniforms, h = scan_coins(rng, omega_path, work.target_probs[chosen, 1:L], selected[1:])
+    return Selection(alive[0], torch.stack(rows), nodes)
+
+
+def verify_block(inp: VerifyInput, rng: Randomness, selection: Selection) -> Verdict:
+    """Phase 2 (lines 9-11): GBV's coins on the selected block with D for p."""
+    L, chosen, selected = inp.draft_length, selection.chosen, selection.laws
+    omega = phase_two_probs(inp, chosen, selected)[0]
+    outcomes, uniforms, h = scan_coins(rng, omega, inp.target_probs[chosen, 1:L], selected[1:])
     tests = [SubBlockTest(chosen, 0, t + 1, h[t], outcomes[t], uniforms[t]) for t in range(L)]
-    tau = last_success(outcomes)
+    return Verdict(omega, tests, last_success(outcomes))
+
+
+def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
+    L = inp.draft_length
+    small = _on_support(inp)
+    work = inp if small is None else small.inp  # both phases run here; ids differ only by renumbering
+    selection = select_block(work, rng)
+    verdict = verify_block(work, rng, selection)
+    chosen, tau = selection.chosen, verdict.tau
     if tau == L:
         final, kind = inp.target_probs[chosen, L], "bonus"
     else:  # on the full vocabulary, so that the final token can be any token
-        weight = omega_path[tau - 1] if tau > 0 else 1.0
-        law_at_stop = selected[tau] if small is None else small.expand(selected[tau])
+        weight = verdict.omega[tau - 1] if tau > 0 else 1.0
+        law_at_stop = selection.laws[tau] if small is None else small.expand(selection.laws[tau])
         final, kind = residual(inp.target_probs[chosen, tau], law_at_stop, weight), "correction"
     return VerifyResult(inp.draft_tokens[chosen, :tau].tolist(), rng.sample(final), kind, final, tau,
-                        chosen if tau > 0 else None, tests)
+                        chosen if tau > 0 else None, verdict.tests)
 
 
 def expected_accepted(inp: VerifyInput) -> float:

@@ -53,26 +53,12 @@ import torch
 from ..probs import normalize, residual, token_probs
 from ..randomness import Randomness
 from . import as_bv
-from .as_bv import FIRST, LEX, ONLY_FIRST, SEQ, NodeLaw
+from .as_bv import FIRST, LEX, ONLY_FIRST, SEQ, NodeChoice, NodeLaw
 from .base import SubBlockTest, VerifyInput, VerifyResult
 from .gbv import block_accept_probs, block_weights, expected_from_h, last_success, log_ratios, scan_coins
 
 
 # ------------------------------------------------------------------ the losers' conditional laws
-
-
-def below_mask(law: NodeLaw, y: int) -> torch.Tensor:
-    """[V] bool: the tokens x with x < y in the strict order of the node (`as_bv.NodeOrder`)."""
-    order, vocab = law.order, law.draft.shape[-1]
-    mask = torch.zeros(vocab, dtype=torch.bool, device=law.draft.device)
-    rank = order._head_rank
-    if y in rank:  # a head token: the head tokens ranked lower, and (if any) the whole tail
-        mask[order.head[: rank[y]]] = True
-        if order.tail is not None:
-            mask |= order.tail.bool()
-    else:  # a tail token: the tail tokens of smaller id
-        mask = order.tail.bool() & (torch.arange(vocab, device=law.draft.device) < y)
-    return mask
 
 
 def loser_law(law: NodeLaw, n: int, place: int, y: int, component: int, accepted_place: int | None) -> torch.Tensor:
@@ -87,17 +73,16 @@ def loser_law(law: NodeLaw, n: int, place: int, y: int, component: int, accepted
         base, below_only = law.components[n].rejected, True
     else:  # seq accepted the candidate at accepted_place: those before it were tested and rejected
         base, below_only = (law.components[n].rejected if place < accepted_place else law.draft), False
-    weights = base * below_mask(law, y) if below_only else base.clone()
+    weights = base * law.order.below_mask(y) if below_only else base.clone()
     weights[y] = 0.0
     return normalize(weights, fallback=weights)
 
 
-def losers(law: NodeLaw, alive: list[int], tokens: list[int], y: int, component: int,
-           accepted_place: int | None) -> list[tuple[int, int, torch.Tensor]]:
+def losers(node: NodeChoice) -> list[tuple[int, int, torch.Tensor]]:
     """(draft, its token z, G) for every candidate at the node whose token is not y, in draft order."""
-    n = len(tokens)
-    return [(k, t, loser_law(law, n, place, y, component, accepted_place))
-            for place, (k, t) in enumerate(zip(alive, tokens)) if t != y]
+    n, y = len(node.tokens), node.selected
+    return [(k, t, loser_law(node.law, n, place, y, node.component, node.accepted_place))
+            for place, (k, t) in enumerate(zip(node.alive, node.tokens)) if t != y]
 
 
 def rrs_step(target: torch.Tensor, proposal: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
@@ -151,29 +136,15 @@ def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     L = inp.draft_length
     small = as_bv._on_support(inp)  # as AS-BV: the draft's support plus one cell for the rest
     work = inp if small is None else small.inp
-    alive, alive_law, omega, rows, nodes = list(range(work.num_drafts)), {work.num_drafts: 1.0}, 1.0, [], []
-    for depth in range(L):
-        target = work.target_probs[alive[0], depth]
-        law = as_bv.node_law(target, work.draft_probs[alive[0], depth], alive_law, omega)
-        tokens = work.draft_tokens[alive, depth].tolist()
-        y, component, accepted_place = as_bv.select_with_detail(law, tokens, rng)
-        nodes.append((law, alive, tokens, y, component, accepted_place))
-        rows.append(law.selected)
-        alive_law = as_bv.child_alive_law(law, y)
-        omega = as_bv.next_omega(omega, float(target[y]), float(law.selected[y]))
-        alive = [k for k, t in zip(alive, tokens) if t == y]
-    chosen, selected = alive[0], torch.stack(rows)
-    omega_path = as_bv.phase_two_probs(work, chosen, selected)[0]
-    outcomes, uniforms, h = scan_coins(rng, omega_path, work.target_probs[chosen, 1:L], selected[1:])
-    tests = [SubBlockTest(chosen, 0, t + 1, h[t], outcomes[t], uniforms[t]) for t in range(L)]
-    tau = last_success(outcomes)
+    selection = as_bv.select_block(work, rng)  # phases 1 and 2 are AS-BV's, coin for coin
+    verdict = as_bv.verify_block(work, rng, selection)
+    chosen, tau, tests = selection.chosen, verdict.tau, verdict.tests
     if tau == L:
         final = inp.target_probs[chosen, L]
         return VerifyResult(inp.draft_tokens[chosen].tolist(), rng.sample(final), "bonus", final, L, chosen, tests)
-    weight = omega_path[tau - 1] if tau > 0 else 1.0
-    target = residual(work.target_probs[chosen, tau], selected[tau], weight)  # AS-BV's correction law r
-    law, node_alive, tokens, y, component, accepted_place = nodes[tau]
-    for k, z, proposal in losers(law, node_alive, tokens, y, component, accepted_place):
+    weight = verdict.omega[tau - 1] if tau > 0 else 1.0
+    target = residual(work.target_probs[chosen, tau], selection.laws[tau], weight)  # AS-BV's correction law r
+    for k, z, proposal in losers(selection.nodes[tau]):
         accept, rejected_target = rrs_step(target, proposal, z)
         (accepted,), (uniform,) = rng.coins(torch.tensor([accept], dtype=torch.float64))
         tests.append(SubBlockTest(k, tau, 1, accept, accepted, uniform))
@@ -210,12 +181,11 @@ def selection_outcomes(law: NodeLaw, tokens: list[int]) -> list[tuple[float, int
     return [o for o in out if o[0] > 0]
 
 
-def _handoff_expected(inp: VerifyInput, target: torch.Tensor, node, tau: int) -> float:
+def _handoff_expected(inp: VerifyInput, target: torch.Tensor, node: NodeChoice, tau: int) -> float:
     """E[accepted tokens beyond the stop at depth tau | the stop]: sum_j P(loser j accepted)
     (1 + GBV's E[tau] on the rest of its block)."""
-    law, node_alive, tokens, y, component, accepted_place = node
     total, reach = 0.0, 1.0
-    for k, z, proposal in losers(law, node_alive, tokens, y, component, accepted_place):
+    for k, z, proposal in losers(node):
         accept, target = rrs_step(target, proposal, z)
         if reach * accept > 0:
             h = remainder_probs(inp, k, tau + 1)[1]
@@ -258,7 +228,7 @@ def expected_accepted(inp: VerifyInput) -> float:
         # if GBV stops here. So branch on y, keeping each way of selecting it with its share.
         ways: dict[int, list] = {}
         for prob, y, component, accepted_place in selection_outcomes(law, tokens):
-            ways.setdefault(y, []).append((prob, (law, alive, tokens, y, component, accepted_place)))
+            ways.setdefault(y, []).append((prob, NodeChoice(law, alive, tokens, y, component, accepted_place)))
         total = 0.0
         for y, group in ways.items():
             p_y = sum(prob for prob, _ in group)
