@@ -5,7 +5,7 @@ blocks of each iteration, the accepted sub-block, the residual), Compare (method
 side, optionally coupled on the same drafts and draws), Sweep (K, L or T), Fidelity
 (empirical against exact law) and About.
 
-Handlers are thin: UI values are checked by `components.settings`, the library
+Handlers are thin: UI values are checked by `components.views.settings`, the library
 (`spectr_gbv`) produces run records, and pure functions in `components` turn records into
 HTML and Plotly figures. Public API endpoints: /generate, /compare, /sweep, /fidelity.
 """
@@ -19,7 +19,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is i
 # request whose visitor left stops at its next budget tick (components.visitors).
 os.environ.setdefault("GRADIO_HEARTBEAT_INTERVAL", "2")
 
-from components import gpu  # first: it imports ZeroGPU's `spaces` (when present) before anything touches CUDA
+from components.serving import gpu  # first: it imports ZeroGPU's `spaces` (when present) before anything touches CUDA
 
 import contextlib
 import dataclasses
@@ -31,23 +31,25 @@ from pathlib import Path
 
 import gradio as gr
 
-from components import caps, figures, screens, share, visitors
-from components.about import about_markdown
-from components.band_figures import sweep_band_figures
-from components.caps import MAX_SWEEP_VALUES
-from components.compare_view import CompareView
-from components.explorer_js import GRID_JS, OUTPUT_JS, PRESENTATION_JS
-from components.grid import draft_grid_html
-from components.lesson import build_lesson
-from components.limits import LIMITS, Budget, BudgetSpent, ClientGone, check_fits, check_prompt_tokens, fewest_iterations
-from components.playground import build_playground
-from components.runs import MAX_REPEATS, STOPS, Stop, header_line, sweep_point
-from components.settings import (
+from components.views import caps, figures, screens, share
+
+from components.serving import visitors
+from components.views.about import about_markdown
+from components.views.band_figures import sweep_band_figures
+from components.views.caps import MAX_SWEEP_VALUES
+from components.views.compare_view import CompareView
+from components.views.explorer_js import GRID_JS, OUTPUT_JS, PRESENTATION_JS
+from components.views.grid import draft_grid_html
+from components.views.lesson import build_lesson
+from components.serving.limits import LIMITS, Budget, BudgetSpent, ClientGone, check_fits, check_prompt_tokens, fewest_iterations
+from components.views.playground import build_playground
+from components.views.runs import MAX_REPEATS, STOPS, Stop, header_line, sweep_point
+from components.views.settings import (
     MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE, check_choice, check_flag, check_method, check_methods,
     check_pair_key, check_prompt, number, settings, shown,
 )
-from components.text import LOSSY_NOTE, metrics_line, provenance_html
-from components.words import how_to_read, shown_expected, shown_h
+from components.views.text import LOSSY_NOTE, metrics_line, provenance_html
+from components.views.words import how_to_read, shown_expected, shown_h
 from spectr_gbv import AUTOREGRESSIVE, METHODS
 from spectr_gbv.coupled import CoupledRun, coupled_steps
 from spectr_gbv.engine import decode_iterations, generate_config, run_record

@@ -1,1 +1,1 @@
-"""UI pieces of the app. Pure functions here turn run records into HTML and figures."""
+"""The app's parts: the UI (views/) and serving in public (serving/)."""

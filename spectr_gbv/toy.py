@@ -40,6 +40,12 @@ def _draft_probs(context: tuple[int, ...]) -> torch.Tensor:
     return DRAFT_TARGET_WEIGHT * _target_probs(context) + (1 - DRAFT_TARGET_WEIGHT) * uniform
 
 
+def constant(values):
+    """A context-free law: the same distribution after every context (the two-token example's form)."""
+    vector = torch.tensor(values, dtype=torch.float64)
+    return lambda context: vector
+
+
 def toy_pair() -> tuple[FunctionModel, FunctionModel]:
     """(target, draft) of the Toy world."""
     return FunctionModel(_target_probs, len(WORDS), name="toy target"), FunctionModel(_draft_probs, len(WORDS), name="toy draft")

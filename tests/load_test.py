@@ -133,7 +133,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--json")
     args = parser.parse_args()
-    from components.visitors import FAIR
+    from components.serving.visitors import FAIR
 
     one_proxy = dataclasses.replace(FAIR, proxy_hops=1)  # each client's X-Forwarded-For is its visitor address
     with running_app(queue={"queue_size": args.queue_size, "concurrency": args.concurrency, "fairness": one_proxy}) as url:

@@ -116,8 +116,8 @@ def test_run_ceiling_reads_the_contexts_where_iterations_started():
 
 
 def test_compare_chart_draws_the_ceiling_line_only_when_given():
-    from components.band_figures import efficiency_band_figure
-    from components.runs import point_stats
+    from components.views.band_figures import efficiency_band_figure
+    from components.views.runs import point_stats
 
     points = {"as_bv": point_stats([2.4], [1.3], [20])}
     assert not efficiency_band_figure(points, coupled=True).layout.shapes
@@ -138,7 +138,7 @@ def test_compare_on_a_teaching_pair_draws_the_ceiling_in_its_chart():
 
 
 def test_about_table_has_every_exact_multi_draft_rule_under_the_ceiling():
-    from components.about import frontier_methods, frontier_rows
+    from components.views.about import frontier_methods, frontier_rows
 
     assert {"as_bv", "traversal", "spectr", "spectr_gbv"} <= set(frontier_methods())
     for K, values, best in frontier_rows():

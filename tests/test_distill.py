@@ -1,4 +1,4 @@
-"""The draft-distillation pipeline (spectr_gbv/distill.py), on a tiny model.
+"""The draft-distillation pipeline (spectr_gbv/training/distill.py), on a tiny model.
 
 The shipped draft's training takes most of an hour, so the suite checks the pieces it is
 made of: the prompts, the teacher data taken from generate's own forwards (left-padded
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spectr_gbv import distill
+from spectr_gbv.training import distill
 from spectr_gbv.models import hf
 from spectr_gbv.models.hf import load_model
 from tiny_models import save_tiny_llama

@@ -20,9 +20,9 @@ import pytest
 from gradio_client import Client
 
 import app
-import components.limits as limits_module
+import components.serving.limits as limits_module
 from app_server import free_port
-from components import visitors
+from components.serving import visitors
 from raw_api import call
 from spectr_gbv import toy
 from spectr_gbv.fidelity import fidelity

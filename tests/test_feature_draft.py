@@ -141,12 +141,12 @@ def test_a_head_for_another_target_is_refused_naming_both(tmp_path, change, word
 
 def test_missing_or_truncated_files_say_how_to_rebuild(tmp_path):
     tokenizer = FakeTokenizer(VOCAB)
-    with pytest.raises(ValueError, match="missing.*python -m spectr_gbv.feature_distill"):
+    with pytest.raises(ValueError, match="missing.*python -m spectr_gbv.training.feature_distill"):
         load_feature_draft_head(tmp_path, _target_config(), tokenizer, "t")
     _saved(tmp_path, tokenizer)
     weights = tmp_path / "feature_draft.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    with pytest.raises(ValueError, match="unreadable or truncated.*python -m spectr_gbv.feature_distill"):
+    with pytest.raises(ValueError, match="unreadable or truncated.*python -m spectr_gbv.training.feature_distill"):
         load_feature_draft_head(tmp_path, _target_config(), tokenizer, "t")
 
 

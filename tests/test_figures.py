@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from components import figures
-from components.band_figures import efficiency_band_figure, sweep_band_figures
-from components.runs import point_from_summaries, point_stats
-from components.palette import LOSSY_RED
-from components.grid import draft_grid_html
-from components.text import metrics_line, provenance_html, side_by_side_html
+from components.views import figures
+from components.views.band_figures import efficiency_band_figure, sweep_band_figures
+from components.views.runs import point_from_summaries, point_stats
+from components.views.palette import LOSSY_RED
+from components.views.grid import draft_grid_html
+from components.views.text import metrics_line, provenance_html, side_by_side_html
 from spectr_gbv import generate
 from spectr_gbv.config import DecodeConfig
 from spectr_gbv.sweep import sweep

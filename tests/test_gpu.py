@@ -1,4 +1,4 @@
-"""ZeroGPU conventions (components/gpu.py) without ZeroGPU: the duration each request asks for, the
+"""ZeroGPU conventions (components/serving/gpu.py) without ZeroGPU: the duration each request asks for, the
 no-op path, the GPU path under a stand-in for spaces.GPU, and what the handlers hand back.
 
 ZeroGPU itself cannot run here. What can: the duration function on the app's own defaults;
@@ -26,7 +26,7 @@ import pytest
 import torch
 
 import app
-from components import gpu, limits
+from components.serving import gpu, limits
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR_KEY = "default"

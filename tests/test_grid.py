@@ -8,8 +8,8 @@ from html.parser import HTMLParser
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from components.grid import cell_states, draft_grid_html
-from components.residuals import CORRECTION
+from components.views.grid import cell_states, draft_grid_html
+from components.views.residuals import CORRECTION
 from spectr_gbv import METHODS, generate
 from spectr_gbv.methods.base import SubBlockTest
 from spectr_gbv.records import IterationRecord, TopToken

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import app
-import components.limits as limits_module
-from components.limits import Budget, Limits
+import components.serving.limits as limits_module
+from components.serving.limits import Budget, Limits
 from spectr_gbv import METHODS
 from tiny_models import save_tiny_llama
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from app_server import running_app
-from components.visitors import FAIR
+from components.serving.visitors import FAIR
 from load_test import run_load
 
 REQUESTS, QUEUE_SIZE, WALL_BOUND_S = 24, 16, 420

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from spectr_gbv.bench import paper
-from spectr_gbv.distill import HELD_OUT_TEXTS, ROUNDS, SEQUENCES, make_prompts
+from spectr_gbv.training.distill import HELD_OUT_TEXTS, ROUNDS, SEQUENCES, make_prompts
 
 
 def test_prompt_suite_has_five_families_of_two_dozen_unseen_prompts():

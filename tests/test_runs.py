@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import app
-from components import caps
-from components.runs import Stop, header_html, header_line, ignored_settings, mean_band
+from components.views import caps
+from components.views.runs import Stop, header_html, header_line, ignored_settings, mean_band
 from test_limits_and_faults import last, limits  # noqa: F401
 
 
@@ -92,9 +92,9 @@ def test_a_model_pair_says_it_is_loading_and_a_teaching_pair_does_not(monkeypatc
 
 
 def test_sweep_charts_start_at_ar_and_draw_the_band_and_the_theory_per_method():
-    from components.band_figures import sweep_band_figures
-    from components.palette import method_colour
-    from components.runs import sweep_point
+    from components.views.band_figures import sweep_band_figures
+    from components.views.palette import method_colour
+    from components.views.runs import sweep_point
     from spectr_gbv.config import DecodeConfig
     from spectr_gbv.pairs import get_pair
     from spectr_gbv.sweep import sweep

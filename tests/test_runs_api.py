@@ -19,7 +19,7 @@ from scipy import stats
 
 import app
 from app_server import running_app
-from components import caps
+from components.views import caps
 from test_limits_and_faults import limits  # noqa: F401  (the fixture: the server's limits swapped for a test)
 
 REFUSED = re.compile(r"not started|must be in|SPECTR_GBV_MAX_SWEEP_RUNS|at most \d+ sweep values|K x L")

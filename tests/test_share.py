@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from components.share import KEYS, TABS, link_query, note_markdown, read_link
+from components.views.share import KEYS, TABS, link_query, note_markdown, read_link
 
 
 def test_a_good_link_sets_every_value():
@@ -53,7 +53,7 @@ def test_bad_values_do_not_spoil_the_good_ones():
 
 
 def test_a_block_over_the_server_limit_keeps_the_default_k_and_l():
-    from components.limits import LIMITS
+    from components.serving.limits import LIMITS
 
     if 8 * 16 <= LIMITS.block_tokens:
         pytest.skip("this server allows every K x L of the sliders")

@@ -11,8 +11,8 @@ import gradio as gr
 import pytest
 
 import app
-from components import lesson, playground, screens, words
-from components.about import about_markdown
+from components.views import lesson, playground, screens, words
+from components.views.about import about_markdown
 from spectr_gbv import theory
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET
 

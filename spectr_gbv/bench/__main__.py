@@ -30,8 +30,14 @@ import time
 import torch
 
 from .. import generate
-from ..distill import BENCH_PROMPTS as PROMPTS  # held out of the drafts' training data
 from ..models.hf import DEFAULT_DRAFT, HFModel, chat_prompt_ids, load_model, load_pair
+
+PROMPTS = {  # the end-to-end prompts, one per kind; held out of the drafts' training data (training.distill)
+    "code": "Write a Python function that checks whether a year is a leap year.",
+    "math": "A car uses 6 litres of fuel per 100 km. How much fuel does it need for 250 km?",
+    "story": "Write a short story about a fox who opens a bakery.",
+    "instructions": "How can I keep my kitchen clean when I have little time?",
+}
 
 SEARCH_DRAFTS = [1, 2, 4]
 SEARCH_LENGTHS = [3, 4, 6, 8]

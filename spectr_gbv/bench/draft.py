@@ -4,7 +4,7 @@
 
 * alpha = sum_x min(p_target(x), p_draft(x)) at T = 0.7 (both distributions processed the
   same way), averaged over the positions of the target's own T = 0.7 continuations of the
-  held-out prompts of `spectr_gbv.distill.HELD_OUT_PROMPTS` (2 each of code, math,
+  held-out prompts of `HELD_OUT_PROMPTS` below (2 each of code, math,
   story, instructions), 64 tokens each, teacher-forced through both models;
 * the draft's wall time per drafting step at K = 4 (one batched one-token forward of 4
   rows with a KV cache) against one target decoding step (batch 1, KV cache), medians;
@@ -23,11 +23,20 @@ from collections import defaultdict
 import torch
 
 from .. import generate, load_pair
-from ..distill import HELD_OUT_PROMPTS
 from ..models.hf import chat_prompt_ids
 from ..probs import logits_to_probs
 
 TEMPERATURE = 0.7
+HELD_OUT_PROMPTS = [  # the app's kinds of example; never trained on (training.distill.drop_held_out)
+    ("code", "Write a Python class for a simple bank account with deposit and withdraw methods."),
+    ("code", "Write a function that returns all even numbers from a list."),
+    ("math", "If a rectangle is 7 cm long and 4 cm wide, what is its area and its perimeter?"),
+    ("math", "Anna reads 15 pages a day. How many days does she need for a 240-page book?"),
+    ("story", "Write a short story about a clockmaker who can stop time."),
+    ("story", "Tell a story about a penguin who wants to fly."),
+    ("instructions", "How do I make a cup of tea?"),
+    ("instructions", "List four ways to be more productive in the morning."),
+]
 
 
 def alpha_per_position(target, draft, prompt_ids: list[int], continuation: list[int]) -> torch.Tensor:

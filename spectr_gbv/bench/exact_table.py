@@ -10,20 +10,14 @@ SpecTr-GBV rule shows its bias.
 
 from __future__ import annotations
 
-import torch
-
 from ..exact import continued_law, iteration_law, target_law, total_variation_to_target
 from ..methods import METHODS
+from ..toy import constant
 
 INSTANCES = [  # (target q, draft p, L, K values)
     ((1 / 3, 2 / 3), (2 / 3, 1 / 3), 2, (1, 2, 3)),
     ((0.5, 0.3, 0.2), (0.2, 0.3, 0.5), 2, (1, 2)),
 ]
-
-
-def constant(values):
-    vector = torch.tensor(values, dtype=torch.float64)
-    return lambda context: vector
 
 
 def main() -> None:

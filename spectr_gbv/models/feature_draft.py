@@ -12,7 +12,7 @@ E is the target's (tied) embedding and W_head its output head restricted to the 
 token list (FR-Spec-style; zero probability elsewhere). For the first draft position the
 feature is the target's own (the engine hands the draft the features of the committed
 positions from the scoring forward it already runs); deeper positions feed back g, the
-draft's prediction of the next feature. The training (`spectr_gbv.feature_distill`) unrolls
+draft's prediction of the next feature. The training (`spectr_gbv.training.feature_distill`) unrolls
 exactly this feedback ("training-time test", EAGLE-3), so each depth sees what inference
 feeds it.
 
@@ -199,7 +199,7 @@ def save_feature_draft(head: FeatureDraftHead, out: Path, meta: dict, dtype: tor
 
 
 def rebuild_hint(folder: Path) -> str:
-    return f"rebuild it with: python -m spectr_gbv.feature_distill --out {folder}"
+    return f"rebuild it with: python -m spectr_gbv.training.feature_distill --out {folder}"
 
 
 def load_feature_draft_head(folder: Path, target_config, target_tokenizer, target_name: str) -> tuple[FeatureDraftHead, dict]:

@@ -141,7 +141,7 @@ def _publish(staging: Path, folder: Path) -> None:
 OUTPUT_TOKEN_IDS_FILE = "output_token_ids.json"
 
 
-# The distilled draft of the default target ships in the repository (spectr_gbv.distill).
+# The distilled draft of the default target ships in the repository (spectr_gbv.training.distill).
 DEFAULT_DRAFT = "default-draft"
 DRAFT_ASSETS = Path(__file__).resolve().parents[2] / "assets" / "draft"
 DRAFT_WEIGHTS = "draft_layer.safetensors"
@@ -161,7 +161,7 @@ def default_draft_dir() -> Path:
 
     weights = DRAFT_ASSETS / DRAFT_WEIGHTS
     if not weights.is_file():
-        raise FileNotFoundError(f"the distilled draft is missing ({weights}); train it with python -m spectr_gbv.distill")
+        raise FileNotFoundError(f"the distilled draft is missing ({weights}); train it with python -m spectr_gbv.training.distill")
     digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
     folder = cache_dir() / f"smollm2-135m-draft-{digest}"
     if (folder / "model.safetensors").is_file():
@@ -469,7 +469,7 @@ class HFSession:
         self.branch_tokens = None
 
 
-# The feature-conditioned draft of the default target (spectr_gbv.feature_distill), and
+# The feature-conditioned draft of the default target (spectr_gbv.training.feature_distill), and
 # the name that selects it; any folder holding a feature_draft.json loads the same way.
 DEFAULT_FEATURE_DRAFT = "default-feature-draft"
 FEATURE_DRAFT_ASSETS = DRAFT_ASSETS / "feature"

@@ -59,7 +59,7 @@ class PlannedPrompt:
 
 def prompt_plan(tokenizer, seed: int = 0, templates: int | None = None) -> list[PlannedPrompt]:
     """Every planned prompt, in chunk order, deterministic in `seed`."""
-    from ..distill import HELD_OUT_TEXTS, make_prompts
+    from .distill import HELD_OUT_TEXTS, make_prompts
     from ..models.hf import chat_prompt_ids
     from .sharegpt import load_conversations, split
 

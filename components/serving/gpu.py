@@ -12,7 +12,7 @@ On a ZeroGPU Space the platform installs `spaces` and sets SPACES_ZERO_GPU. Then
   visitor's quota has left (an anonymous visitor has 2 minutes a day), so asking for the
   work's size, not a fixed 120 s, is what lets a visitor make more than one call. A request
   on a teaching pair (toy, two-token) runs no model and asks for no GPU time;
-* inside the call the app's own time budget (`components.limits.Budget`) ends decoding
+* inside the call the app's own time budget (`components.serving.limits.Budget`) ends decoding
   GPU_MARGIN_S before that duration, so a long run stops with a message instead of being
   aborted;
 * handlers run in forked workers with their arguments and results pickled: they return

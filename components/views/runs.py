@@ -2,7 +2,7 @@
 
 Helpers for the app's streaming handlers (pure, but for the sessions' Stop requests, `STOPS`). A handler yields its outputs after every
 finished piece of work (a method, a sweep point, a chunk of fidelity runs); when its budget
-stops it (`components.limits.BudgetSpent`) it yields once more what finished, with the
+stops it (`components.serving.limits.BudgetSpent`) it yields once more what finished, with the
 header saying what was stopped and why, instead of raising over the output. Repeats (seeds
 seed, seed + 1, ...) give a mean with a 95 % Student-t band (`mean_band`).
 """

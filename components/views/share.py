@@ -14,7 +14,7 @@ import gradio as gr
 
 from spectr_gbv.pairs import PAIRS
 
-from .limits import check_block
+from ..serving.limits import check_block
 from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_method, check_prompt, number, shown
 
 # Tab names as the page shows them -> the ids of app.build_demo's tabs (a link names the id).

@@ -5,7 +5,7 @@ Per-method inputs are the summary dicts of `RunRecord.summary()` / `CoupledRun.s
 mean_expected_accepted, per_position_acceptance, accepted_length_histogram,
 target_calls, new_tokens ...). Hardware-free numbers and wall-clock numbers are kept on
 separate figures, and the wall-clock ones say so in their titles. Every per-method trace or
-bar takes the method's fixed colour from components.palette (keyed by name, never by
+bar takes the method's fixed colour from components.views.palette (keyed by name, never by
 selection order; the lossy rule dashed and hatched). The block-efficiency charts of Compare
 and Sweep, which carry bands over repeats, are in components.band_figures.
 """

@@ -1,6 +1,6 @@
 """Distil a small draft for the offline default target (SmolLM2-135M-Instruct).
 
-    python -m spectr_gbv.distill [--out assets/draft] [--samples-cache PREFIX] [--seed 0]
+    python -m spectr_gbv.training.distill [--out assets/draft] [--samples-cache PREFIX] [--seed 0]
 
 (the defaults are the shipped draft's recipe). Kangaroo / LayerSkip-style
 self-distillation, from the installed packages only:
@@ -32,6 +32,9 @@ import time
 from pathlib import Path
 
 import torch
+
+from ..bench.__main__ import PROMPTS as BENCH_PROMPTS
+from ..bench.draft import HELD_OUT_PROMPTS
 
 REUSED_LAYERS = 5
 NEW_LAYERS = 2
@@ -203,24 +206,7 @@ def make_prompts(count: int, seed: int) -> list[tuple[str, str]]:
     return [(kinds[i % 4], makers[kinds[i % 4]](rng)) for i in range(count)]
 
 
-HELD_OUT_PROMPTS = [  # bench.draft's prompts, the app's kinds of example; never trained on (drop_held_out)
-    ("code", "Write a Python class for a simple bank account with deposit and withdraw methods."),
-    ("code", "Write a function that returns all even numbers from a list."),
-    ("math", "If a rectangle is 7 cm long and 4 cm wide, what is its area and its perimeter?"),
-    ("math", "Anna reads 15 pages a day. How many days does she need for a 240-page book?"),
-    ("story", "Write a short story about a clockmaker who can stop time."),
-    ("story", "Tell a story about a penguin who wants to fly."),
-    ("instructions", "How do I make a cup of tea?"),
-    ("instructions", "List four ways to be more productive in the morning."),
-]
-
-BENCH_PROMPTS = {  # make bench's end-to-end prompts (spectr_gbv.bench), one per kind
-    "code": "Write a Python function that checks whether a year is a leap year.",
-    "math": "A car uses 6 litres of fuel per 100 km. How much fuel does it need for 250 km?",
-    "story": "Write a short story about a fox who opens a bakery.",
-    "instructions": "How can I keep my kitchen clean when I have little time?",
-}
-
+# The measured prompts (bench.draft's held-out prompts and make bench's), never trained on.
 HELD_OUT_TEXTS = {text for _, text in HELD_OUT_PROMPTS} | set(BENCH_PROMPTS.values())
 
 
@@ -242,7 +228,7 @@ def sample_continuations(target, tokenizer, prompts: list[str], seed: int, batch
     logits), so the data costs one pass of the target. Batches of 64 keep the 2-core CPU
     busy: larger batches gave no more tokens per second.
     """
-    from .models.hf import chat_prompt_ids
+    from ..models.hf import chat_prompt_ids
 
     torch.manual_seed(seed)  # transformers samples from the global generator
     encoded = [chat_prompt_ids(tokenizer, p) for p in prompts]
@@ -432,7 +418,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     started = time.time()
-    from .models.hf import load_model
+    from ..models.hf import load_model
 
     loaded = load_model("default", device="cpu", dtype=torch.float32)
     target, tokenizer = loaded.model, loaded.tokenizer

@@ -1,10 +1,10 @@
 """Train the feature-conditioned draft (spectr_gbv.models.feature_draft) of the default target.
 
-    python -m spectr_gbv.feature_data --round 0 --first 0 --count 512   (and the other chunks)
-    python -m spectr_gbv.feature_distill --data 'cache/features.round0.*.pt' [--out assets/draft/feature]
+    python -m spectr_gbv.training.feature_data --round 0 --first 0 --count 512   (and the other chunks)
+    python -m spectr_gbv.training.feature_distill --data 'cache/features.round0.*.pt' [--out assets/draft/feature]
 
 Data: the target's own samples with its top-64 distributions and its features
-(`spectr_gbv.feature_data`; the measured prompts are dropped there). Training: the head
+(`spectr_gbv.training.feature_data`; the measured prompts are dropped there). Training: the head
 unrolled to `--depth` draft positions in parallel ("training-time test", EAGLE-3): depth 1
 reads the target's feature, depth d > 1 the head's own prediction from depth d - 1, with the
 attention pattern the draft's cache has at inference. Loss: cross-entropy to the target's
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from .models.feature_draft import FeatureDraftHead, FeatureDraftShape, save_feature_draft, tokenizer_fingerprint
+from ..models.feature_draft import FeatureDraftHead, FeatureDraftShape, save_feature_draft, tokenizer_fingerprint
 
 DEPTH = 3
 DEPTH_WEIGHT = 0.8
@@ -139,13 +139,13 @@ def main() -> None:
     parser.add_argument("--resume", help="continue from the head saved in this folder (a new learning-rate cycle)")
     args = parser.parse_args()
     started = time.time()
-    from .models.hf import DRAFT_ASSETS, OUTPUT_TOKEN_IDS_FILE, load_model
+    from ..models.hf import DRAFT_ASSETS, OUTPUT_TOKEN_IDS_FILE, load_model
 
     loaded = load_model("default", device="cpu", dtype=torch.float32)
     target, tokenizer = loaded.model, loaded.tokenizer
     paths = sorted(p for pattern in args.data for p in glob.glob(pattern))
     if not paths:
-        raise SystemExit(f"no data matches {args.data}; sample it with python -m spectr_gbv.feature_data")
+        raise SystemExit(f"no data matches {args.data}; sample it with python -m spectr_gbv.training.feature_data")
     samples = [s for path in paths for s in torch.load(path)]
     records = [r for r in map(training_record, samples) if r is not None]
     records, validation = records[: len(records) - args.validation], records[len(records) - args.validation :]
@@ -159,7 +159,7 @@ def main() -> None:
     shape = FeatureDraftShape.of_target(target.config)
     earlier = []
     if args.resume:
-        from .models.feature_draft import load_feature_draft_head
+        from ..models.feature_draft import load_feature_draft_head
 
         head, previous = load_feature_draft_head(Path(args.resume), target.config, tokenizer, "default")
         head.train()

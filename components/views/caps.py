@@ -1,6 +1,6 @@
 """The most each control may ask for, from the same rules the server refuses with (before the click).
 
-The handlers refuse settings over a limit (`components.limits`, `components.settings`, the
+The handlers refuse settings over a limit (`components.serving.limits`, `components.views.settings`, the
 app's up-front `check_fits`); these functions compute, for the current other settings, the
 largest value those rules accept, so the UI can cap its sliders there instead of letting a
 click fail. Nothing here loads a model: a teaching pair has no end-of-text token (a run of n
@@ -14,8 +14,8 @@ import gradio as gr
 from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.pairs import PAIRS, TOY_KEY, TWO_TOKEN_KEY
 
-from . import limits as limits_module
-from .limits import fewest_iterations
+from ..serving import limits as limits_module
+from ..serving.limits import fewest_iterations
 from .runs import ignored_settings
 from .settings import MAX_DRAFT_LENGTH
 

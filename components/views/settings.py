@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from spectr_gbv import AUTOREGRESSIVE, METHODS
 from spectr_gbv.config import DecodeConfig
 
-from .limits import LIMITS, check_block
+from ..serving.limits import LIMITS, check_block
 
 MAX_DRAFTS, MAX_DRAFT_LENGTH, MAX_TEMPERATURE = 8, 16, 1.5
 MAX_NEW_TOKENS = LIMITS.new_tokens

@@ -1,7 +1,7 @@
 """Training data for the feature-conditioned draft: the target's own samples, its top-k
 next-token distributions and its last hidden states ("features"), from one pass of the target.
 
-    python -m spectr_gbv.feature_data --round R [--sequences 2048] [--out cache/features]
+    python -m spectr_gbv.training.feature_data --round R [--sequences 2048] [--out cache/features]
 
 writes `OUT.roundR.pt`: a list of per-sequence dicts with
 * `ids`: prompt + sampled continuation (`distill.make_prompts`, T = 0.8, as for the old draft);
@@ -27,7 +27,7 @@ from .distill import CONTINUATION_TOKENS, SAMPLE_TEMPERATURE, SEQUENCES, TEACHER
 
 def sample_with_features(target, tokenizer, prompts: list[str], seed: int, batch: int = 64) -> list[dict]:
     """`distill.sample_continuations`, plus the target's final-norm output at every position."""
-    from .models.hf import chat_prompt_ids
+    from ..models.hf import chat_prompt_ids
 
     torch.manual_seed(seed)  # transformers samples from the global generator
     encoded = [chat_prompt_ids(tokenizer, p) for p in prompts]
@@ -79,7 +79,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="cache/features")
     args = parser.parse_args()
-    from .models.hf import load_model
+    from ..models.hf import load_model
 
     started = time.time()
     loaded = load_model("default", device="cpu", dtype=torch.float32)

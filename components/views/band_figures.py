@@ -1,6 +1,6 @@
 """Figures of repeated measurements: mean, 95 % band, theory line, iterations per point (Plotly, pure).
 
-A point is the `components.runs.point_stats` of its repeats (keys: mean_block_efficiency,
+A point is the `components.views.runs.point_stats` of its repeats (keys: mean_block_efficiency,
 band_low, band_high, theory_acceptance_length, iterations, repeats). Block efficiency is in
 tokens per target call, so the y axes start at 1: what plain AR gets. The theory line is
 1 + mean E[tau | drafts] (the methods' `expected_accepted` at the drafts actually drawn):

@@ -10,7 +10,7 @@ import itertools
 import math
 from functools import lru_cache
 
-from spectr_gbv.bench.exact_table import constant
+from spectr_gbv.toy import constant
 from spectr_gbv.ceiling import optimal_expected_accepted
 from spectr_gbv.exact import continued_law, iteration_law, sequence_prob, target_law, total_variation_to_target, verify_input_for
 from spectr_gbv.methods import METHODS
