@@ -7,6 +7,7 @@ finished before a budget stop), else from the independent runs; the outputs say 
 
 from __future__ import annotations
 
+from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.ceiling import run_ceiling
 from spectr_gbv.coupled import CoupledRun
 from spectr_gbv.records import RunRecord
@@ -88,12 +89,12 @@ class CompareView:
         points = {m: point_from_summaries(repeats[m]) for m in done}
         ceiling = self.ceiling(done) if final and done else None
         speedups = self.speedups(done)
-        phases = ({"ar": self.ar[0].phase_ms_per_token} if self.ar else {}) | {m: first[m].phase_ms_per_token for m in done}
+        phases = ({AUTOREGRESSIVE: self.ar[0].phase_ms_per_token} if self.ar else {}) | {m: first[m].phase_ms_per_token for m in done}
         device = str(getattr(pair.target, "device", "cpu"))
         data = {
             "pair": pair.info.key, "methods": self.methods, "coupled": self.coupled, "device": device,
             "seeds": self.seeds, "stopped": self.stop.text() if self.stop else None, "finished_methods": done,
-            "ar": self.ar[0].summary() if self.ar else None,
+            AUTOREGRESSIVE: self.ar[0].summary() if self.ar else None,
             "independent": [first[m].summary() | {"accepted_length_histogram": first[m].accepted_length_histogram}
                             for m in done],
             "speedup_vs_ar": speedups if self.timed else None,

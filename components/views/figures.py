@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import plotly.graph_objects as go
-from spectr_gbv import METHODS
+from spectr_gbv import AUTOREGRESSIVE, METHODS
 
 from .palette import KINDS, PHASE_COLOURS, TARGET_Q, DRAFT_P, bar_marker, line_style, method_colour
 
@@ -25,7 +25,7 @@ DISTRIBUTION_COLOURS = {"target q": TARGET_Q, "draft p": DRAFT_P}  # neutral: no
 
 
 def method_label(name: str) -> str:
-    return METHODS[name].label if name in METHODS else ("AR" if name == "ar" else name)
+    return METHODS[name].label if name in METHODS else ("AR" if name == AUTOREGRESSIVE else name)
 
 
 def tick_text(label: str) -> str:
@@ -116,7 +116,7 @@ def speedup_figure(speedups: dict[str, float], device: str, phases: dict[str, di
     fig.add_bar(x=labels, y=list(speedups.values()), marker=bar_marker(list(speedups)), showlegend=False,
                 text=[f"{v:.2f}x" for v in speedups.values()], textposition="outside", row=1, col=1)
     fig.add_hline(y=1.0, line_dash="dash", row=1, col=1)
-    order = ["ar", *[m for m in speedups if m != "ar"]]
+    order = [AUTOREGRESSIVE, *[m for m in speedups if m != AUTOREGRESSIVE]]
     for phase, colour in PHASE_COLOURS.items():
         fig.add_bar(name=phase, x=[method_label(m) for m in order if m in phases],
                     y=[phases[m].get(phase, 0.0) for m in order if m in phases], marker_color=colour, row=1, col=2)
@@ -160,7 +160,7 @@ def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_k
     names = [repr(t)[1:-1] if t.strip() != t or not t else t for t in token_text]
     source = {"correction": "residual (drawn from)", "bonus": "q at L+1 (drawn from)", "target": "q (drawn from)"}[final_kind]
     subtitle = "the most likely tokens there; q and p of the winning draft"
-    if final_kind == "correction" and method not in (None, "sd"):
+    if final_kind == "correction" and method in METHODS and not METHODS[method].plots_its_residual:
         subtitle += f"<br>{method_label(method)}'s residual is not norm((q − p)+) of these bars: see the panel beside the grid"
     fig = _figure(f"Where the {final_kind} token was drawn", "token", "probability", subtitle)
     if "<br>" in subtitle:

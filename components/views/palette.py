@@ -1,7 +1,8 @@
 """The app's one visual language: a fixed colour per method, and a look per token kind.
 
 Method colours are keyed by method name, never by position in a selection, so ticking a
-method in Compare or Sweep never recolours another. They come from the Okabe-Ito palette
+method in Compare or Sweep never recolours another; each is set in the method's registry entry
+(spectr_gbv.methods). They come from the Okabe-Ito palette
 (safe under the common colour-vision deficiencies) plus three of Paul Tol's colours
 for the ninth to eleventh; line charts add a marker symbol per method as a second cue.
 Vermillion (red) has one meaning in the whole app: lossy, the released SpecTr-GBV rule,
@@ -17,25 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spectr_gbv import METHODS
+from spectr_gbv import AUTOREGRESSIVE, METHODS
+from spectr_gbv.methods import LOSSY_RED
 
-LOSSY_RED = "#D55E00"  # Okabe-Ito vermillion: only ever "lossy"
-
-METHOD_COLOURS = {
-    "ar": "#000000",  # black: the baseline every chart compares against
-    "sd": "#56B4E9",  # sky blue
-    "gbv": "#0072B2",  # blue: GBV is SD's block version
-    "rrs": "#CC79A7",  # reddish purple
-    "spectr": "#009E73",  # bluish green
-    "spectr_gbv": "#E69F00",  # orange
-    "as_bv": "#332288",  # Tol indigo
-    "as_bv_handoff": "#117733",  # Tol green
-    "traversal": "#999933",  # Tol olive
-    "spectr_gbv_released": LOSSY_RED,
-}
-METHOD_SYMBOLS = {"ar": "circle-open", "sd": "circle", "gbv": "square", "rrs": "diamond", "spectr": "triangle-up",
-                  "spectr_gbv": "star", "as_bv": "hexagon",
-                  "as_bv_handoff": "hexagram", "traversal": "cross", "spectr_gbv_released": "x"}
+# Each method's colour and symbol live with its registry entry (spectr_gbv.methods); AR, the
+# baseline every chart compares against, is black.
+METHOD_COLOURS = {AUTOREGRESSIVE: "#000000"} | {name: spec.colour for name, spec in METHODS.items()}
+METHOD_SYMBOLS = {AUTOREGRESSIVE: "circle-open"} | {name: spec.symbol for name, spec in METHODS.items()}
 UNKNOWN_METHOD_COLOUR = "#666666"
 
 

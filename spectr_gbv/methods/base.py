@@ -202,5 +202,13 @@ class MethodSpec:
     expected_accepted: ExpectedAccepted | None  # None: no closed-form theory line
     multi_draft: bool  # uses all K drafts (otherwise only draft 0 is drafted and read)
     block: bool  # block-level (GBV-style) acceptance rather than token-level
-    exact: bool  # preserves the target distribution; False only for the released rule
+    exact: bool  # the exactness tier: preserves the target distribution (proven by the exactness tests); False: lossy
     description: str
+    # How the views show it (the app never tests a method's name: it reads these).
+    colour: str  # its one colour in every chart; vermillion (#D55E00) is kept for the lossy rule alone
+    symbol: str  # its Plotly marker, a second cue beside the colour
+    residual: str  # where its correction token is drawn from, in words a student can check against the chart
+    plots_its_residual: bool = False  # the residual is norm((q - p)+) of the explorer's plotted q and p
+    compare_by_default: bool = True  # ticked in Compare (and Sweep) when the page opens
+    leads_coupled: bool = False  # when selected, its drafts drive the coupled run
+    exact_counterpart: str | None = None  # a lossy rule: the exact rule About and the lesson set it against
