@@ -24,6 +24,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from components.views import generate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -53,7 +54,7 @@ def expected_text(args: tuple) -> str:
     """The same generation decoded in-process: what the server must return."""
     import app
 
-    *_, data = list(app.generate_stream(*args))[-1][:3]
+    *_, data = list(generate.generate_stream(*args))[-1][:3]
     return data["text"]
 
 

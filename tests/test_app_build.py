@@ -6,6 +6,7 @@ import gradio as gr
 import pytest
 
 import app
+from components.views import explorer, generate, inputs, sweep
 from spectr_gbv import METHODS
 from spectr_gbv.toy import WORDS, toy_pair
 
@@ -24,22 +25,22 @@ def last(generator):
 
 @pytest.mark.parametrize("method", ["ar", *METHODS])
 def test_toy_world_streams_and_colours_every_token(method):
-    steps = list(app.generate_stream("toy", "the cat", method, 3, 4, 0.8, 25, 1))
+    steps = list(generate.generate_stream("toy", "the cat", method, 3, 4, 0.8, 25, 1))
     html, line, data, state, *_ = steps[-1]
     assert len(steps) == data["target_calls"] + 1  # one partial update per iteration, then the final one
     assert html.count('class="tok ') == 25 == data["new_tokens"]
     assert data["method"] == method and data["block_efficiency"] >= 1.0
-    assert state["record"].tokens == app.get_pair("toy").encode(data["text"])
+    assert state.record.tokens == inputs.get_pair("toy").encode(data["text"])
 
 
 def test_explorer_steps_through_the_stored_run():
-    *_, state, slider, grid, figure, details = last(app.generate_stream("toy", "the", "spectr_gbv", 4, 3, 1.0, 30, 2))
-    n = len(state["record"].iterations)
+    *_, state, slider, grid, figure, details = last(generate.generate_stream("toy", "the", "spectr_gbv", 4, 3, 1.0, 30, 2))
+    n = len(state.record.iterations)
     assert slider["maximum"] >= n >= 2
-    update, grid2, figure2, details2 = app.step_iteration(state, 1, delta=1)
+    update, grid2, figure2, details2 = explorer.step_iteration(state, 1, delta=1)
     assert update["value"] == 2 and details2["iteration"] == 2
     assert grid2.count('class="grid-row"') == 4 and figure2 is not None
-    update, *_ = app.step_iteration(state, n, delta=1)
+    update, *_ = explorer.step_iteration(state, n, delta=1)
     assert update["value"] == n  # clamped at the last iteration
 
 
@@ -59,22 +60,22 @@ def test_bad_input_becomes_a_clear_ui_error(pair, prompt, kwargs, message):
     values = {"method": "spectr_gbv", "num_drafts": 2, "draft_length": 3, "temperature": 1.0, "max_new_tokens": 5, "seed": 0}
     values.update(kwargs)
     with pytest.raises(gr.Error, match=message):
-        last(app.generate_stream(pair, prompt, **values))
+        last(generate.generate_stream(pair, prompt, **values))
 
 
 def test_sweep_values_are_checked():
-    assert app.parse_values("K", "1, 2 4") == [1, 2, 4]
-    assert app.parse_values("T", "0.1;0.7") == [0.1, 0.7]
+    assert sweep.parse_values("K", "1, 2 4") == [1, 2, 4]
+    assert sweep.parse_values("T", "0.1;0.7") == [0.1, 0.7]
     for axis, text, message in [("K", "", "give the values"), ("K", "9", "must be in"), ("L", "1.5", "whole number"),
                                 ("K", ",".join(["1"] * 9), "at most"), ("Q", "1", "axis")]:
         with pytest.raises(ValueError, match=message):
-            app.parse_values(axis, text)
+            sweep.parse_values(axis, text)
 
 
 def test_hub_pair_without_the_hub_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(gr.Error, match="needs the Hugging Face Hub"):
-        last(app.generate_stream("qwen2.5-1.5b", "hello", "sd", 1, 2, 0.7, 5, 0))
+        last(generate.generate_stream("qwen2.5-1.5b", "hello", "sd", 1, 2, 0.7, 5, 0))
 
 
 def test_toy_world_distributions_are_proper():

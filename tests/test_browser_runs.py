@@ -11,7 +11,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
-import app
+from components.views import inputs
 from app_server import running_app
 from browser_kit import TIMEOUT, WINDOW, browser, count, open_tab, screenshots, resize, scroll_to, wait_for  # noqa: F401
 from test_limits_and_faults import limits  # noqa: F401  (the server runs in this process: its limits are swapped)
@@ -75,7 +75,7 @@ def _slow_toy_pair(seconds: float):
 
 def test_stop_keeps_the_tokens_and_fills_the_explorer(browser, monkeypatch):
     slow_toy = _slow_toy_pair(0.01)
-    monkeypatch.setattr(app, "get_pair", lambda key, **kwargs: slow_toy)
+    monkeypatch.setattr(inputs, "get_pair", lambda key, **kwargs: slow_toy)
     with running_app(default_pair="toy", default_prompt="the cat") as url:
         browser.get(url)
         wait_for(browser, "#generate-button")

@@ -22,6 +22,7 @@ from spectr_gbv.config import DecodeConfig
 from spectr_gbv.exact import iteration_law, sequence_prob
 from spectr_gbv.methods import METHODS
 from test_methods_scenarios import theory_expected_accepted
+from components.views import compare
 
 Q2, P2 = (1 / 3, 2 / 3), (2 / 3, 1 / 3)
 
@@ -130,7 +131,7 @@ def test_compare_chart_draws_the_ceiling_line_only_when_given():
 def test_compare_on_a_teaching_pair_draws_the_ceiling_in_its_chart():
     import app
 
-    *_, (_html, efficiency, *_charts, data) = app.compare("two-token", "A B", ["sd", "as_bv"], 2, 2, 1.0, 8, 0, True)
+    *_, (_html, efficiency, *_charts, data) = compare.compare("two-token", "A B", ["sd", "as_bv"], 2, 2, 1.0, 8, 0, True)
     ceiling_value = data["ceiling_expected_accepted"]
     assert ceiling_value is not None and 0 < ceiling_value <= 2  # at most L = 2 accepted
     line = efficiency.layout.shapes

@@ -23,6 +23,8 @@ import app
 import components.serving.limits as limits_module
 from app_server import free_port
 from components.serving import visitors
+from components.views import compare, generate, inputs, settings, sweep
+from components.views import fidelity as fidelity_view
 from raw_api import call
 from spectr_gbv import toy
 from spectr_gbv.fidelity import fidelity
@@ -37,7 +39,7 @@ from test_limits_and_faults import last, limits  # noqa: F401  (the fixture: one
 def test_fidelity_hands_the_budget_to_both_phases():
     """Every decoding iteration and every scoring call of the exact law goes through the caller's hooks."""
     pair = get_pair("toy")
-    config = app.settings(1, 2, 1.0, 1, 0).config("sd", with_theory=False)
+    config = settings.settings(1, 2, 1.0, 1, 0).config("sd", with_theory=False)
     iterations, prefixes = [], []
     result = fidelity(pair.target, pair.draft, pair.encode("the"), config, 30, 2,
                       on_iteration=iterations.append, on_scoring=prefixes.append)
@@ -48,7 +50,7 @@ def test_fidelity_hands_the_budget_to_both_phases():
 
 def test_the_exact_law_stops_when_its_budget_says_so():
     pair = get_pair("toy")
-    config = app.settings(1, 2, 1.0, 1, 0).config("sd", with_theory=False)
+    config = settings.settings(1, 2, 1.0, 1, 0).config("sd", with_theory=False)
     calls = []
 
     def stop_at_third(prefix):
@@ -63,7 +65,7 @@ def test_the_exact_law_stops_when_its_budget_says_so():
 
 def _decoding_iterations(runs, tokens, method="sd", L=4):
     pair = get_pair("toy")
-    config = app.settings(1, L, 1.0, 1, 0).config(method, with_theory=False)
+    config = settings.settings(1, L, 1.0, 1, 0).config(method, with_theory=False)
     counted = []
     fidelity(pair.target, pair.draft, pair.encode("the"), config, runs, tokens, on_iteration=counted.append)
     return len(counted)
@@ -72,7 +74,7 @@ def _decoding_iterations(runs, tokens, method="sd", L=4):
 def test_a_fidelity_request_is_stopped_in_its_decoding_phase(limits, monkeypatch):
     """A clock that jumps past the deadline during the first chunk of runs: nothing finished, the budget's message."""
     limits(seconds=60)
-    real, runs_started = app.fidelity_sample, []
+    real, runs_started = fidelity_view.fidelity_sample, []
 
     def late_third_run(*args, **kwargs):
         runs_started.append(1)
@@ -81,9 +83,9 @@ def test_a_fidelity_request_is_stopped_in_its_decoding_phase(limits, monkeypatch
             monkeypatch.setattr(limits_module.time, "monotonic", lambda: start + 3600)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(app, "fidelity_sample", late_third_run)
+    monkeypatch.setattr(fidelity_view, "fidelity_sample", late_third_run)
     with pytest.raises(gr.Error, match="ran past this server's limit of 60 s"):
-        last(app.run_fidelity("toy", "the", "sd", 1, 4, 1.0, 20, 2))
+        last(fidelity_view.run_fidelity("toy", "the", "sd", 1, 4, 1.0, 20, 2))
     assert len(runs_started) == 3  # no run after the stop
 
 
@@ -92,7 +94,7 @@ def test_a_fidelity_request_stopped_later_keeps_the_runs_it_compared(limits):
     needed = _decoding_iterations(20, 2, L=1)
     limits(iterations=needed - 1)
     assert needed - 1 >= 20 + 1  # it starts
-    header, figure, data = last(app.run_fidelity("toy", "the", "sd", 1, 1, 1.0, 20, 2))
+    header, figure, data = last(fidelity_view.run_fidelity("toy", "the", "sd", 1, 1, 1.0, 20, 2))
     assert data["runs"] == 10 and f"stopped at 10 / 20 runs: this request needs more than {needed - 1}" in header
     assert data["stopped"] and "10 runs" in figure.layout.title.subtitle.text
 
@@ -103,15 +105,15 @@ def test_a_fidelity_request_is_stopped_in_its_exact_law_phase(limits):
     limits(iterations=needed)
     assert needed >= 10 + 1  # the up-front check lets it start
     with pytest.raises(gr.Error, match=f"more than {needed} decoding iterations"):
-        last(app.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 10, 3))
+        last(fidelity_view.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 10, 3))
     limits(iterations=needed + 80)
-    assert last(app.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 10, 3))[-1]["runs"] == 10
+    assert last(fidelity_view.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 10, 3))[-1]["runs"] == 10
 
 
 def test_the_exact_law_phase_is_under_the_time_budget(limits, monkeypatch):
     """A clock that jumps past the deadline during the exact law stops the request there."""
     limits(seconds=60)
-    real = app.fidelity_result
+    real = fidelity_view.fidelity_result
 
     def jump_in_exact_law(*args, on_scoring, **kwargs):
         start = time.monotonic()
@@ -122,20 +124,20 @@ def test_the_exact_law_phase_is_under_the_time_budget(limits, monkeypatch):
 
         return real(*args, on_scoring=late, **kwargs)
 
-    monkeypatch.setattr(app, "fidelity_result", jump_in_exact_law)
+    monkeypatch.setattr(fidelity_view, "fidelity_result", jump_in_exact_law)
     with pytest.raises(gr.Error, match="ran past this server's limit of 60 s"):
-        last(app.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 20, 2))
+        last(fidelity_view.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 20, 2))
 
 
 def test_settings_that_cannot_fit_are_refused_before_any_work(limits):
     start = time.perf_counter()
     with pytest.raises(gr.Error, match="needs at least 6001 decoding iterations .*2000 runs of 3 tokens.* not started"):
-        last(app.run_fidelity("toy", "the", "ar", 1, 2, 1.0, 2000, 3))  # the slider's maximum, plain AR: one token a step
+        last(fidelity_view.run_fidelity("toy", "the", "ar", 1, 2, 1.0, 2000, 3))  # the slider's maximum, plain AR: one token a step
     limits(iterations=100)
     with pytest.raises(gr.Error, match="needs at least 105 decoding iterations"):  # AR 42, 2 methods + coupled 21 each
-        last(app.compare("toy", "the cat", ["sd", "gbv"], 2, 1, 0.7, 42, 0, True))
+        last(compare.compare("toy", "the cat", ["sd", "gbv"], 2, 1, 0.7, 42, 0, True))
     with pytest.raises(gr.Error, match="needs at least 125 decoding iterations"):  # AR 50, 3 values x 25 at L = 1
-        last(app.run_sweep("toy", "the", ["sd"], "K", "1, 2, 3", 2, 1, 0.7, 50, 0))
+        last(sweep.run_sweep("toy", "the", ["sd"], "K", "1, 2, 3", 2, 1, 0.7, 50, 0))
     assert time.perf_counter() - start < 2
 
 
@@ -170,8 +172,8 @@ def server(monkeypatch):
     def start(fairness=None, cost="sleep", seconds=0.002):
         calls: list = []
         stand_in = _stand_in_pair(cost, seconds, calls)
-        real = app.get_pair
-        monkeypatch.setattr(app, "get_pair", lambda key, **kw: stand_in if key == DEFAULT_KEY else real(key, **kw))
+        real = inputs.get_pair
+        monkeypatch.setattr(inputs, "get_pair", lambda key, **kw: stand_in if key == DEFAULT_KEY else real(key, **kw))
         demo = app.build_demo(default_pair="toy", default_prompt="the cat")
         port = free_port()
         app.launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
@@ -313,7 +315,7 @@ def test_a_refused_request_logs_one_line_and_only_an_internal_error_a_traceback(
 
     with caplog.at_level(logging.INFO, logger="spectr_gbv"):
         with pytest.raises(gr.Error) as refused:
-            list(app.generate_stream("toy", "the <b>zebra</b>", "sd", 2, 2, 0.7, 5, 0))
+            list(generate.generate_stream("toy", "the <b>zebra</b>", "sd", 2, 2, 0.7, 5, 0))
     records = [r for r in caplog.records if r.name.startswith("spectr_gbv")]
     assert len(records) == 1 and records[0].exc_info is None and "generate_stream refused" in records[0].getMessage()
     assert not refused.value.print_exception  # Gradio prints no traceback either
@@ -326,6 +328,6 @@ def test_a_refused_request_logs_one_line_and_only_an_internal_error_a_traceback(
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="spectr_gbv"):
         with pytest.raises(gr.Error, match="internal error"):
-            list(app.generate_stream("toy", "the cat", "sd", 2, 2, 0.7, 5, 0))
+            list(generate.generate_stream("toy", "the cat", "sd", 2, 2, 0.7, 5, 0))
     records = [r for r in caplog.records if r.name.startswith("spectr_gbv")]
     assert len(records) == 1 and records[0].exc_info is not None  # the one traceback, for the operator

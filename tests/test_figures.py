@@ -10,6 +10,7 @@ from components.views.runs import point_from_summaries, point_stats
 from components.views.palette import LOSSY_RED
 from components.views.grid import draft_grid_html
 from components.views.text import metrics_line, provenance_html, side_by_side_html
+from components.views import fidelity
 from spectr_gbv import generate
 from spectr_gbv.config import DecodeConfig
 from spectr_gbv.sweep import sweep
@@ -131,6 +132,6 @@ def test_method_ticks_stand_upright_on_short_lines_and_the_fidelity_legend_clear
 def test_the_fidelity_legend_sits_above_the_plot_out_of_the_tilted_outcomes_way():
     import app
 
-    *_, (_header, chart, data) = app.run_fidelity("toy", "the cat", "sd", 1, 2, 1.0, 20, 3)
+    *_, (_header, chart, data) = fidelity.run_fidelity("toy", "the cat", "sd", 1, 2, 1.0, 20, 3)
     assert data["runs"] == 20 and chart.layout.legend.y >= 1 and chart.layout.legend.yanchor == "bottom"
     assert chart.layout.xaxis.automargin

@@ -26,7 +26,10 @@ import pytest
 import torch
 
 import app
+from spectr_gbv.pairs import PAIRS
 from components.serving import gpu, limits
+from components.views import compare, explorer, fidelity, generate, inputs, sweep
+from components.views.grid import draft_grid_html
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR_KEY = "default"
@@ -74,12 +77,12 @@ def test_duration_grows_with_tokens_k_l_methods_and_runs_and_is_clamped():
 
 
 def test_teaching_pairs_ask_for_no_gpu_and_model_pairs_do():
-    for key in ("toy", "two-token", app.PAIRS["toy"].label):
+    for key in ("toy", "two-token", PAIRS["toy"].label):
         assert gpu.generate_cost(key, "the", "sd", 4, 4, 0.7, 40, 0) is None
         assert gpu.compare_cost(key, "the", ["sd"], 4, 4, 0.7, 40, 0, True) is None
         assert gpu.sweep_cost(key, "the", ["sd"], "K", "1, 2", 4, 4, 0.7, 40, 0) is None
         assert gpu.fidelity_cost(key, "A", "sd", 1, 2, 1.0, 600, 3) is None
-    for key in ("default", "smollm2-360m", app.PAIRS["default"].label, "some/target, some/draft"):
+    for key in ("default", "smollm2-360m", PAIRS["default"].label, "some/target, some/draft"):
         assert gpu.generate_cost(key, "x", "sd", 4, 4, 0.7, 40, 0) is not None
 
 
@@ -242,11 +245,11 @@ def _tensors(value, path="result") -> list[str]:
 
 
 @pytest.mark.parametrize("call", [
-    lambda: list(app.generate_stream("toy", "the cat", "spectr_gbv", 3, 4, 0.8, 12, 1)),
-    lambda: list(app.generate_stream("toy", "the cat", "ar", 3, 4, 0.8, 12, 1)),
-    lambda: list(app.compare("toy", "the cat", ["sd", "spectr", "spectr_gbv"], 3, 4, 0.8, 12, 1, True, 2)),
-    lambda: list(app.run_sweep("toy", "the cat", ["sd", "spectr_gbv"], "K", "1, 2", 3, 4, 0.8, 12, 1, 2)),
-    lambda: list(app.run_fidelity("two-token", "A", "spectr_gbv", 1, 2, 1.0, 50, 2)),
+    lambda: list(generate.generate_stream("toy", "the cat", "spectr_gbv", 3, 4, 0.8, 12, 1)),
+    lambda: list(generate.generate_stream("toy", "the cat", "ar", 3, 4, 0.8, 12, 1)),
+    lambda: list(compare.compare("toy", "the cat", ["sd", "spectr", "spectr_gbv"], 3, 4, 0.8, 12, 1, True, 2)),
+    lambda: list(sweep.run_sweep("toy", "the cat", ["sd", "spectr_gbv"], "K", "1, 2", 3, 4, 0.8, 12, 1, 2)),
+    lambda: list(fidelity.run_fidelity("two-token", "A", "spectr_gbv", 1, 2, 1.0, 50, 2)),
 ], ids=["generate", "generate-ar", "compare", "sweep", "fidelity"])
 def test_handlers_return_plain_picklable_values_without_tensors(call):
     result = call()
@@ -255,17 +258,17 @@ def test_handlers_return_plain_picklable_values_without_tensors(call):
 
 
 def test_the_explorer_works_from_the_stored_run_without_the_model(monkeypatch):
-    *_, state, _slider, grid, _figure, details = list(app.generate_stream("toy", "the", "spectr_gbv", 4, 3, 1.0, 30, 2))[-1]
-    pair = app.get_pair("toy")
+    *_, state, _slider, grid, _figure, details = list(generate.generate_stream("toy", "the", "spectr_gbv", 4, 3, 1.0, 30, 2))[-1]
+    pair = inputs.get_pair("toy")
 
     def no_model(*args, **kwargs):
         raise AssertionError("the explorer asked for a model")
 
-    monkeypatch.setattr(app, "get_pair", no_model)
-    shown_grid, _, shown = app.show_iteration(state, 2)
-    update, stepped_grid, _, stepped = app.step_iteration(state, 2, delta=1)
-    it2, it3 = state["record"].iterations[1:3]
+    monkeypatch.setattr(inputs, "get_pair", no_model)
+    shown_grid, _, shown = explorer.show_iteration(state, 2)
+    update, stepped_grid, _, stepped = explorer.step_iteration(state, 2, delta=1)
+    it2, it3 = state.record.iterations[1:3]
     assert shown["iteration"] == 2 and shown["final_token"] == pair.token_text([it2.final_token])[0]
     assert update["value"] == 3 and stepped["final_token"] == pair.token_text([it3.final_token])[0]
-    assert shown_grid == app.draft_grid_html(it2, pair.token_text, "spectr_gbv")  # what the model's own strings would show
-    assert stepped_grid == app.draft_grid_html(it3, pair.token_text, "spectr_gbv")
+    assert shown_grid == draft_grid_html(it2, pair.token_text, "spectr_gbv")  # what the model's own strings would show
+    assert stepped_grid == draft_grid_html(it3, pair.token_text, "spectr_gbv")

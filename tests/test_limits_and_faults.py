@@ -12,9 +12,9 @@ import gradio as gr
 import pytest
 import torch
 
-import app
 import components.serving.limits as limits_module
 from components.serving.limits import Budget, Limits
+from components.views import explorer, fidelity, generate, sweep
 from spectr_gbv import METHODS
 from tiny_models import save_tiny_llama
 
@@ -25,7 +25,7 @@ def last(generator):
 
 
 def toy_generate(method="spectr_gbv", K=3, L=4, tokens=20, prompt="the cat", pair="toy"):
-    return last(app.generate_stream(pair, prompt, method, K, L, 0.8, tokens, 1))
+    return last(generate.generate_stream(pair, prompt, method, K, L, 0.8, tokens, 1))
 
 
 def assert_next_request_succeeds():
@@ -39,7 +39,6 @@ def limits(monkeypatch):
     def apply(**changes):
         new = dataclasses.replace(limits_module.LIMITS, **changes)
         monkeypatch.setattr(limits_module, "LIMITS", new)
-        monkeypatch.setattr(app, "LIMITS", new)
         return new
 
     return apply
@@ -84,13 +83,13 @@ def test_a_request_past_its_iteration_or_time_budget_is_stopped(limits, monkeypa
 def test_sweep_and_fidelity_sizes_are_bounded(limits):
     limits(sweep_runs=4)
     with pytest.raises(gr.Error, match="2 methods x 3 values = 6 runs .*SPECTR_GBV_MAX_SWEEP_RUNS"):
-        last(app.run_sweep("toy", "the", ["sd", "gbv"], "K", "1,2,3", 2, 2, 0.7, 5, 0))
+        last(sweep.run_sweep("toy", "the", ["sd", "gbv"], "K", "1,2,3", 2, 2, 0.7, 5, 0))
     with pytest.raises(gr.Error, match="K x L = 8 x 16"):  # every swept value must fit the memory limit
-        last(app.run_sweep("toy", "the", ["sd"], "L", "2, 16", 8, 2, 0.7, 5, 0))
+        last(sweep.run_sweep("toy", "the", ["sd"], "L", "2, 16", 8, 2, 0.7, 5, 0))
     limits(fidelity_runs=50)
     with pytest.raises(gr.Error, match="SPECTR_GBV_MAX_FIDELITY_RUNS"):
-        last(app.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 60, 1))
-    assert last(app.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 50, 1))[-1]["runs"] == 50
+        last(fidelity.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 60, 1))
+    assert last(fidelity.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 50, 1))[-1]["runs"] == 50
 
 
 def test_arbitrary_models_only_when_the_operator_allows_them(limits, tmp_path):
@@ -99,7 +98,7 @@ def test_arbitrary_models_only_when_the_operator_allows_them(limits, tmp_path):
     with pytest.raises(gr.Error, match="unknown model pair"):
         toy_generate(pair=custom, prompt="w1 w2")
     limits(allow_any_model=True)
-    result = last(app.generate_stream(custom, "w1 w2", "spectr_gbv", 2, 3, 0.8, 6, 0))
+    result = last(generate.generate_stream(custom, "w1 w2", "spectr_gbv", 2, 3, 0.8, 6, 0))
     assert 1 <= result[2]["new_tokens"] <= 6 and result[2]["pair"].startswith("custom:")
     with pytest.raises(gr.Error, match="could not load model"):
         toy_generate(pair=f"{tmp_path / 'missing'}, {draft}", prompt="w1")
@@ -140,5 +139,5 @@ def test_sessions_keep_their_own_state():
     """Two sessions' runs never share a state object, and each explorer shows its own run."""
     *_, state_a, _, grid_a, _, _ = toy_generate(prompt="the cat")
     *_, state_b, _, grid_b, _, _ = toy_generate(prompt="the dog", method="sd", K=1)
-    assert state_a is not state_b and state_a["record"].prompt_ids != state_b["record"].prompt_ids
-    assert app.show_iteration(state_a, 1)[0] == grid_a and app.show_iteration(state_b, 1)[0] == grid_b
+    assert state_a is not state_b and state_a.record.prompt_ids != state_b.record.prompt_ids
+    assert explorer.show_iteration(state_a, 1)[0] == grid_a and explorer.show_iteration(state_b, 1)[0] == grid_b

@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import app
+from spectr_gbv import METHODS
 from components.views import caps
 from components.views.runs import Stop, header_html, header_line, ignored_settings, mean_band
+from components.views import generate, inputs
 from test_limits_and_faults import last, limits  # noqa: F401
 
 
@@ -33,8 +35,8 @@ def test_the_header_names_what_made_the_output_and_where_it_stopped():
 
 
 def test_ignored_settings_follow_the_methods_own_descriptions():
-    ignored = ignored_settings(list(app.METHODS) + ["ar"])
-    assert set(ignored["K"]) == {app.METHODS[m].label for m in app.METHODS if not app.METHODS[m].multi_draft} | {"AR"}
+    ignored = ignored_settings(list(METHODS) + ["ar"])
+    assert set(ignored["K"]) == {METHODS[m].label for m in METHODS if not METHODS[m].multi_draft} | {"AR"}
     assert ignored["L"] == ["AR"]
 
 
@@ -68,26 +70,26 @@ def test_the_sliders_start_at_their_caps(limits):
 
 def test_a_cancelling_stop_fills_the_explorer_with_the_iterations_so_far():
     """On ZeroGPU Stop cancels the run (its worker cannot see the request) and fills the explorer from the state."""
-    steps = app.generate_stream("toy", "the cat", "spectr_gbv", 2, 3, 0.8, 60, 0)
+    steps = generate.generate_stream("toy", "the cat", "spectr_gbv", 2, 3, 0.8, 60, 0)
     for _ in range(4):  # four iterations streamed, then the visitor presses Stop
         *_, state, _slider, _grid, _plot, _details = next(steps)
     steps.close()
-    line, slider, grid, _plot, details = app.fill_explorer_on_stop(state)
-    tokens = len(state["record"].tokens)
+    line, slider, grid, _plot, details = generate.fill_explorer_on_stop(state)
+    tokens = len(state.record.tokens)
     assert f"stopped at {tokens} / 60 tokens: you pressed Stop" in line and "Toy world" in line
     assert slider["maximum"] == 4 and slider["interactive"] and grid.count('class="grid-row"') == 2
     assert details["iteration"] == 1
-    assert app.fill_explorer_on_stop(None)[0] == gr.skip()  # nothing generated yet: nothing to fill
+    assert generate.fill_explorer_on_stop(None)[0] == gr.skip()  # nothing generated yet: nothing to fill
 
 
 def test_a_model_pair_says_it_is_loading_and_a_teaching_pair_does_not(monkeypatch):
     said = []
-    real = app.get_pair
-    monkeypatch.setattr(app, "get_pair", lambda key, **kwargs: real("toy"))  # no model load in this test
-    app._prepare("default", "the cat", lambda value, desc=None: said.append(desc))
-    assert said == [app.LOADING_NOTE] and "about a minute the first time" in app.LOADING_NOTE
+    real = inputs.get_pair
+    monkeypatch.setattr(inputs, "get_pair", lambda key, **kwargs: real("toy"))  # no model load in this test
+    inputs.prepare("default", "the cat", lambda value, desc=None: said.append(desc))
+    assert said == [inputs.LOADING_NOTE] and "about a minute the first time" in inputs.LOADING_NOTE
     said.clear()
-    app._prepare("toy", "the cat", lambda value, desc=None: said.append(desc))
+    inputs.prepare("toy", "the cat", lambda value, desc=None: said.append(desc))
     assert said == []
 
 
@@ -109,7 +111,7 @@ def test_sweep_charts_start_at_ar_and_draw_the_band_and_the_theory_per_method():
         measured, band = traces[label], traces[f"{label} 95 % band"]
         assert measured.line.color == band.fillcolor == method_colour(method)
         assert len(band.x) == 4  # the band's outline: up the highs, back down the lows
-        if app.METHODS[method].expected_accepted is None:  # a rule without a theory of E[tau | drafts] gets no line
+        if METHODS[method].expected_accepted is None:  # a rule without a theory of E[tau | drafts] gets no line
             assert f"{label} theory" not in traces
             continue
         theory = traces[f"{label} theory"]
@@ -126,15 +128,15 @@ def test_stop_ends_the_run_at_its_next_iteration_with_the_explorer_filled():
     class Visitor:  # what Gradio hands the handler as its gr.Request
         session_hash = "stop-test-session"
 
-    app.ask_to_stop(Visitor())  # pressed before the run: it does not end the next run
-    steps = app.generate_stream("toy", "the cat", "spectr_gbv", 2, 3, 0.8, 60, 0, request=Visitor())
+    generate.ask_to_stop(Visitor())  # pressed before the run: it does not end the next run
+    steps = generate.generate_stream("toy", "the cat", "spectr_gbv", 2, 3, 0.8, 60, 0, request=Visitor())
     for _ in range(3):
         html, *_ = next(steps)
-    app.ask_to_stop(Visitor())
+    generate.ask_to_stop(Visitor())
     html, line, data, state, slider, grid, _plot, details = next(steps)  # no further iteration: the last output
     assert data["stopped"] == f"stopped at {data['new_tokens']} / 60 tokens: you pressed Stop"
     assert data["target_calls"] == 3 and html.count('class="tok ') == data["new_tokens"] < 60
     assert "you pressed Stop" in line and slider["maximum"] == 3 and grid.count('class="grid-row"') == 2
-    assert details["iteration"] == 1 and len(state["record"].iterations) == 3
+    assert details["iteration"] == 1 and len(state.record.iterations) == 3
     with pytest.raises(StopIteration):
         next(steps)

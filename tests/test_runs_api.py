@@ -18,8 +18,11 @@ from gradio_client import Client
 from scipy import stats
 
 import app
+from spectr_gbv import METHODS
 from app_server import running_app
 from components.views import caps
+from components.views import inputs, settings
+from components.serving.limits import fewest_iterations
 from test_limits_and_faults import limits  # noqa: F401  (the fixture: the server's limits swapped for a test)
 
 REFUSED = re.compile(r"not started|must be in|SPECTR_GBV_MAX_SWEEP_RUNS|at most \d+ sweep values|K x L")
@@ -41,7 +44,7 @@ def error_of(client, *args, api_name):
 
 def fewest(runs: list[tuple[int, int]], tokens: int) -> int:
     """The up-front check's lower bound on the Toy world (no end-of-text token): (how many, L) runs."""
-    return sum(n * app.fewest_iterations(tokens, length, can_stop_early=False) for n, length in runs)
+    return sum(n * fewest_iterations(tokens, length, can_stop_early=False) for n, length in runs)
 
 
 # ------------------------------------------------------------------------ budget stops
@@ -129,17 +132,17 @@ def test_compare_repeats_coupled_runs_over_seeds_and_says_so(client):
 
 
 def test_l_is_capped_at_what_the_memory_limit_accepts_for_each_k(client):
-    for k in range(1, app.MAX_DRAFTS + 1):
+    for k in range(1, settings.MAX_DRAFTS + 1):
         cap = caps.max_draft_length(k)
         assert error_of(client, "toy", "the", "spectr_gbv", k, cap, 0.8, 1, 0, api_name="/generate") is None
         assert REFUSED.search(error_of(client, "toy", "the", "spectr_gbv", k, cap + 1, 0.8, 1, 0, api_name="/generate"))
 
 
 def test_sweep_values_are_capped_by_the_number_of_methods(client):
-    methods = list(app.METHODS)
+    methods = list(METHODS)
 
     def values(count):  # K values, repeating 1..8
-        return ", ".join(str(i % app.MAX_DRAFTS + 1) for i in range(count))
+        return ", ".join(str(i % settings.MAX_DRAFTS + 1) for i in range(count))
 
     for n in (1, 3, len(methods)):
         cap = caps.max_sweep_values(n)
@@ -155,9 +158,9 @@ def test_fidelity_n_is_capped_at_what_the_server_accepts_for_the_pair(client, li
     prompt = {"toy": "the", "two-token": "A", "default": "Name a fruit."}[pair]
     demo = app.build_demo(default_pair=pair)
     slider = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "fidelity-runs")
-    assert slider.maximum == caps.max_fidelity_runs(pair, app.DEFAULT_METHOD, 4, 3) and slider.value <= slider.maximum
+    assert slider.maximum == caps.max_fidelity_runs(pair, inputs.DEFAULT_METHOD, 4, 3) and slider.value <= slider.maximum
     limits(seconds=0)  # accepted requests start and stop at their first step: no run is needed to tell them apart
-    for method, length, tokens in ((app.DEFAULT_METHOD, 4, 3), ("ar", 4, 3), ("sd", 1, 2)):
+    for method, length, tokens in ((inputs.DEFAULT_METHOD, 4, 3), ("ar", 4, 3), ("sd", 1, 2)):
         most = caps.max_fidelity_runs(pair, method, length, tokens)
         accepted = error_of(client, pair, prompt, method, 2, length, 1.0, most, tokens, api_name="/fidelity")
         assert accepted is not None and "ran past" in accepted and not REFUSED.search(accepted), accepted

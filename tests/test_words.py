@@ -11,8 +11,10 @@ import gradio as gr
 import pytest
 
 import app
+from spectr_gbv import METHODS
 from components.views import lesson, playground, screens, words
 from components.views.about import about_markdown
+from components.views import explorer, generate, inputs, settings
 from spectr_gbv import theory
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET
 
@@ -45,10 +47,10 @@ def test_missing_numbers_are_said_in_words():
 
 
 def test_the_explorer_json_has_no_bare_null():
-    *_, state, _slider, _grid, _figure, _details = list(app.generate_stream("toy", "the cat", "gbv", 2, 8, 1.0, 60, 3))[-1]
-    skipped = [i for i, it in enumerate(state["record"].iterations) if any(t.accept_prob is None for t in it.tests)]
+    *_, state, _slider, _grid, _figure, _details = list(generate.generate_stream("toy", "the cat", "gbv", 2, 8, 1.0, 60, 3))[-1]
+    skipped = [i for i, it in enumerate(state.record.iterations) if any(t.accept_prob is None for t in it.tests)]
     assert skipped, "this run has a skipped test to show"
-    *_, details = app.show_iteration(state, skipped[0] + 1)
+    *_, details = explorer.show_iteration(state, skipped[0] + 1)
     assert all(test["h"] is not None for test in details["tests"])
     assert any(test["h"] == words.shown_h(None) for test in details["tests"])
 
@@ -69,9 +71,9 @@ def test_the_lessons_numbers_are_the_exact_ones():
 
 def test_each_lesson_step_sets_a_run_that_shows_it():
     for step, (pair, prompt, method, num_drafts, draft_length, temperature, tab) in lesson.TRY.items():
-        app.settings(num_drafts, draft_length, temperature, 1, 0)  # a valid setting
-        app.get_pair(pair).encode(prompt)
-        assert method in app.METHODS and tab in {"generate", "playground", "fidelity"}
+        settings.settings(num_drafts, draft_length, temperature, 1, 0)  # a valid setting
+        inputs.get_pair(pair).encode(prompt)
+        assert method in METHODS and tab in {"generate", "playground", "fidelity"}
     assert lesson.TRY[5][2] == "spectr_gbv_released" and lesson.TRY[5][-1] == "fidelity"
 
 

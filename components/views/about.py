@@ -9,6 +9,9 @@ from __future__ import annotations
 import itertools
 import math
 from functools import lru_cache
+from pathlib import Path
+
+import gradio as gr
 
 from spectr_gbv.ceiling import optimal_expected_accepted
 from spectr_gbv.exact import continued_law, iteration_law, sequence_prob, target_law, total_variation_to_target, verify_input_for
@@ -17,6 +20,7 @@ from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET, constant
 
 from .words import GLOSSARY, paper
 
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 DRAFT_LENGTH = 2
 # The lossy rule and the exact rule it is shown against (their registry entries say which).
 RELEASED = next(name for name, spec in METHODS.items() if not spec.exact)
@@ -157,3 +161,9 @@ Block efficiency, acceptance and target calls per token are hardware-free. Token
 against AR are measured on this server in the same request, and depend on it: on a small CPU a verification call
 over K x (L + 1) positions costs several one-token calls, so speculation can be slower than AR there.
 {GLOSSARY}"""
+
+
+def build(page) -> None:
+    with gr.Tab("About", id="about"):
+        gr.HTML((ASSETS / "speculative_iteration.svg").read_text(), elem_id="about-picture")
+        gr.Markdown(about_markdown())

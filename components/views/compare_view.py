@@ -1,4 +1,4 @@
-"""Compare's results so far and the outputs they make, for a streaming handler (app.compare).
+"""Compare's results so far and the outputs they make, for a streaming handler (components.views.compare).
 
 The texts, metric lines and speedups come from independent runs (the first seed's); the
 charts from the coupled runs when there are any (all seeds, or the seeds whose coupled run
@@ -7,15 +7,30 @@ finished before a budget stop), else from the independent runs; the outputs say 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.ceiling import run_ceiling
 from spectr_gbv.coupled import CoupledRun
 from spectr_gbv.records import RunRecord
 
 from . import figures
+from .outputs import NamedOutputs, skip
 from .band_figures import efficiency_band_figure
 from .runs import Stop, header_html, header_line, point_from_summaries, titled
 from .text import metrics_line, provenance_html, side_by_side_html
+
+
+@dataclass
+class Compared(NamedOutputs):
+    texts: object = skip()  # the header and the methods' texts side by side
+    efficiency: object = skip()
+    histogram: object = skip()
+    per_position: object = skip()
+    calls: object = skip()
+    speedup: object = skip()
+    theory: object = skip()
+    data: object = skip()
 
 
 class CompareView:
@@ -80,7 +95,7 @@ class CompareView:
                       else "independent runs."))
         return header_html(line) + f'<div class="compare-sources">{sources}</div>'
 
-    def outputs(self, final: bool = False) -> tuple:
+    def outputs(self, final: bool = False) -> "Compared":
         """Compare's eight outputs: side by side texts, six charts, the data."""
         pair, done, coupled = self.pair, self.done(), bool(self.coupled_runs)
         first = {m: self.runs[m][0] for m in done}
@@ -106,7 +121,7 @@ class CompareView:
             "ceiling_expected_accepted": ceiling,  # best any exact rule can do (teaching pairs only)
         }
         texts = {m: provenance_html(first[m], pair.token_text, legend=False) for m in done}
-        return (
+        return Compared(
             self.header(done, final) + side_by_side_html(texts, {m: metrics_line(first[m]) for m in done}),
             efficiency_band_figure(points, coupled=coupled, ceiling=ceiling),
             titled(figures.histogram_figure(shown), coupled),

@@ -1,0 +1,116 @@
+"""The Compare tab: every selected method on the same prompt and settings, AR timed in the same request.
+
+Texts and speedups come from independent runs; the charts from a coupled run (the same drafts
+and random draws for every verifier) when Coupled is ticked (components.views.compare_view)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gradio as gr
+
+from spectr_gbv import AUTOREGRESSIVE, METHODS
+from spectr_gbv.coupled import CoupledRun, coupled_steps
+from spectr_gbv.engine import generate_config
+
+from ..serving import gpu, visitors
+from ..serving.limits import Budget, BudgetSpent
+from .compare_view import CompareView
+from .errors import translate_error, user_errors
+from .inputs import check_runs_fit, prepare, ticker
+from .outputs import wire
+from .runs import MAX_REPEATS, Stop
+from .settings import check_flag, check_methods, number, settings
+from .words import how_to_read
+
+
+def coupled_leader(methods: list[str]) -> str:
+    """The method whose drafts drive the coupled run: the registry's leader if selected, else the first exact one."""
+    leaders = [m for m in methods if METHODS[m].leads_coupled]
+    return leaders[0] if leaders else next((m for m in methods if METHODS[m].exact), methods[0])
+
+
+@visitors.served(translate_error)
+@gpu.on_gpu(gpu.compare_cost)
+@user_errors
+def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed, coupled,
+            repeats=1, progress=gr.Progress()):
+    """Every selected method on the same prompt and settings; AR timed in the same request.
+
+    Streams: the outputs after the AR baseline and after each method (texts and independent-run
+    charts), then the coupled runs' charts. `repeats` runs every method (and the coupled run)
+    with seeds seed, seed + 1, ...: the efficiency chart shows their mean and 95 % band. When the
+    budget stops the request, what finished stays, and the header says what was stopped."""
+    pair, prompt_ids = prepare(pair_key, prompt, progress)
+    methods, coupled = check_methods(methods), check_flag("coupled", coupled)
+    base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
+    repeats = number("repeats", repeats, 1, MAX_REPEATS)
+    ar_runs, drafted_runs = (1 if pair.words else 2), (len(methods) + coupled) * repeats
+    check_runs_fit(pair, [(ar_runs, 0), (drafted_runs, base.draft_length)], base.max_new_tokens,
+                   f"{ar_runs + drafted_runs} runs of {base.max_new_tokens} tokens")
+    tick = ticker(Budget())
+    timed = not pair.words  # the teaching pairs are lookup tables: their timings mean nothing
+    seeds = [base.seed + r for r in range(repeats)]
+    view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed)
+    steps = len(methods) * repeats + (repeats if coupled else 0) + 1 + timed
+    try:
+        progress(0, desc="AR baseline")
+        view.ar.append(generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False), tick))
+        for i, method in enumerate(methods):
+            for r, one_seed in enumerate(seeds):
+                progress((1 + i * repeats + r) / steps, desc=f"{METHODS[method].label}, seed {one_seed}")
+                config = dataclasses.replace(base.config(method), seed=one_seed)
+                view.runs.setdefault(method, []).append(generate_config(pair.target, pair.draft, prompt_ids, config, tick))
+            yield view.outputs()
+        if timed:  # AR again after the methods: a machine that drifted during the request shows in both
+            progress((steps - repeats * coupled - 1) / steps, desc="AR baseline, again")
+            view.ar.append(generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False),
+                                           tick))
+        if coupled:
+            leader = coupled_leader(methods)
+            for r, one_seed in enumerate(seeds):
+                progress((steps - repeats + r) / steps, desc=f"coupled run, seed {one_seed} (same drafts and draws)")
+                run = CoupledRun(dataclasses.replace(base.config(leader), seed=one_seed), methods, prompt_ids)
+                for step in coupled_steps(pair.target, pair.draft, prompt_ids, methods, run.config):
+                    tick(step)
+                    run.steps.append(step)
+                view.coupled_runs.append(run)
+    except BudgetSpent as error:
+        if not view.runs:
+            raise
+        view.stop = Stop(view.finished(), view.planned(), "runs", str(error))
+    yield view.outputs(final=True)
+
+
+def build(page) -> None:
+    with gr.Tab("Compare", id="compare"):
+        with gr.Row():
+            coupled = gr.Checkbox(value=True, label="Coupled: same drafts and same random draws for every verifier",
+                                  info="Isolates the rule from sampling noise (charts); the texts and speedups are independent runs.")
+            repeats = gr.Number(value=1, precision=0, minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
+                                info="seed, seed + 1, ...: the chart shows their mean and 95 % band",
+                                elem_id="compare-repeats")
+            button = gr.Button("Compare", variant="primary", elem_id="compare-button")
+        texts = gr.HTML(elem_id="compare-outputs")
+        with gr.Row(elem_classes=["chart-row"]):
+            efficiency = gr.Plot(label="Block efficiency", elem_id="compare-efficiency")
+            histogram = gr.Plot(label="Accepted-length histogram")
+        with gr.Row(elem_classes=["chart-row"]):
+            per_position = gr.Plot(label="Per-position acceptance")
+            calls = gr.Plot(label="Target calls per token")
+        with gr.Row(elem_classes=["chart-row"]):
+            speedup = gr.Plot(label="Wall-clock speedup (hardware-dependent)")
+            theory = gr.Plot(label="Theory against measured")
+        how_to_read("compare")
+        data = gr.JSON(label="Compare data")
+    page.views["compare"] = dict(button=button, coupled=coupled, repeats=repeats, outputs=dict(
+        texts=texts, efficiency=efficiency, histogram=histogram, per_position=per_position, calls=calls,
+        speedup=speedup, theory=theory, data=data))
+
+
+def wire_events(page) -> None:
+    tab = page.views["compare"]
+    s = page.sidebar
+    wire(tab["button"].click, compare, [s.pair, page.prompt, s.methods, *page.settings_inputs, tab["coupled"],
+                                        tab["repeats"]],
+         tab["outputs"], api_name="compare", concurrency_id="models", preprocess=False)

@@ -1,0 +1,93 @@
+"""Every fault a handler meets becomes a message to its user, never a crash.
+
+Bad input and the library's refusals (ValueError), a visitor who left, and out-of-memory errors
+get one log line and a toast in plain words; anything else is an internal error, logged with
+its traceback, and the server keeps serving this and every other session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import html
+import inspect
+import logging
+
+import gradio as gr
+
+from ..serving.limits import ClientGone
+
+LOG = logging.getLogger("spectr_gbv.app")
+
+
+def user_errors(fn):
+    """Decorator: faults in `fn` (a function or a generator) become the user's message."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator_wrapper(*args, **kwargs):
+            with _as_user_error(fn.__name__):
+                yield from fn(*args, **kwargs)
+        return generator_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with _as_user_error(fn.__name__):
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@contextlib.contextmanager
+def _as_user_error(handler: str = "request"):
+    try:
+        yield
+    except gr.Error:
+        raise
+    except Exception as error:  # noqa: BLE001 - every fault becomes a message
+        raise translate_error(error, handler) from None  # the log has what an operator needs (see translate_error)
+
+
+def _is_out_of_memory(error: BaseException) -> bool:
+    import torch
+
+    text = str(error).lower()
+    return isinstance(error, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text))
+
+
+def translate_error(error: BaseException, handler: str = "request") -> gr.Error:
+    """The user's message (plain text) and one log line; a traceback only for a real internal error."""
+    if isinstance(error, ClientGone):  # nobody reads the message: the log says why the work stopped
+        LOG.info("%s stopped: %s", handler, error)
+        return user_error(str(error))
+    if isinstance(error, ValueError):  # the library's and the settings' own messages: made for users
+        LOG.info("%s refused: %s", handler, plain(str(error)))
+        return user_error(str(error))
+    if _is_out_of_memory(error):
+        LOG.warning("%s ran out of memory: %s", handler, plain(str(error)))
+        release_memory()
+        return user_error("out of memory: lower K, L, max new tokens or the number of runs, and try again")
+    LOG.error("internal error in %s", handler, exc_info=error)
+    release_memory()
+    return user_error(f"internal error ({type(error).__name__}: {error}); the server is fine: try other settings, "
+                      "and report it if it persists")
+
+
+def user_error(message: str) -> gr.Error:
+    """A toast that shows the message as text: Gradio renders a gr.Error's message as HTML, so
+    markup from the input is escaped, and nothing is printed (the caller logs one line)."""
+    return gr.Error(html.escape(plain(message), quote=False), print_exception=False)
+
+
+def plain(text: str) -> str:
+    """Text a log line and JSON can carry: a lone surrogate from the input becomes its escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def release_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

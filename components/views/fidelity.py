@@ -1,0 +1,106 @@
+"""The Fidelity tab: N runs of one method from the same prompt, their law of the first tokens against the exact law."""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import gradio as gr
+
+from spectr_gbv import AUTOREGRESSIVE
+from spectr_gbv.fidelity import fidelity_result, fidelity_sample
+
+from ..serving import gpu, visitors
+from ..serving import limits
+from ..serving.limits import Budget, BudgetSpent
+from . import caps, figures
+from .errors import translate_error, user_errors
+from .inputs import DEFAULT_METHOD, check_runs_fit, draft_for, prepare, ticker
+from .outputs import NamedOutputs, skip, wire
+from .runs import Stop, header_line
+from .settings import check_method, number, settings
+from .words import how_to_read
+
+FIDELITY_CHUNKS = 5  # the law is compared (and shown) after every fifth of the runs
+
+
+@dataclass
+class Checked(NamedOutputs):
+    header: object = skip()
+    figure: object = skip()
+    data: object = skip()
+
+
+@visitors.served(translate_error)
+@gpu.on_gpu(gpu.fidelity_cost)
+@user_errors
+def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens,
+                 progress=gr.Progress()):
+    """N runs, compared with the exact law after every chunk of runs (streamed); when the budget stops
+    it, the comparison over the runs that finished stays, with the header saying so."""
+    pair, prompt_ids = prepare(pair_key, prompt, progress)
+    method = check_method(method)
+    base = settings(num_drafts, draft_length, temperature, 1, 0)
+    most = limits.LIMITS.fidelity_runs if pair.words else limits.LIMITS.fidelity_runs_llm
+    variable = "SPECTR_GBV_MAX_FIDELITY_RUNS" + ("" if pair.words else "_LLM")
+    runs = number(f"number of runs N (this server's limit for this pair: {variable})", num_runs, 10, most)
+    tokens = number("tokens per run", num_tokens, 1, 3)
+    check_runs_fit(pair, [(runs, 0 if method == AUTOREGRESSIVE else base.draft_length)], tokens,
+                   f"{runs} runs of {tokens} tokens, then the exact law", extra=1)
+    budget = ticker(Budget())  # both phases: the runs, then the exact law's scoring calls
+    config = base.config(method, with_theory=False)
+    heading = functools.partial(header_line, pair.info.key, [method], base.num_drafts, base.draft_length,
+                                base.temperature, None, [f"N = {runs} runs (seeds 0 to {runs - 1})", f"first {tokens} token(s)"])
+    samples, scored, result, stop = [], {}, None, None
+    chunk = max(10, math.ceil(runs / FIDELITY_CHUNKS))
+    try:
+        while len(samples) < runs:
+            for run_seed in range(len(samples), min(runs, len(samples) + chunk)):
+                samples.append(fidelity_sample(pair.target, draft_for(pair, method), prompt_ids, config, run_seed, tokens,
+                                               budget))
+            progress(len(samples) / runs, desc=f"{len(samples)} / {runs} runs, then the exact law")
+            result = fidelity_result(pair.target, prompt_ids, config, samples, tokens, on_scoring=budget,
+                                     conditionals=scored)
+            if len(samples) < runs:
+                yield Checked(heading() + f"running: {len(samples)} of {runs} runs compared", *_outputs(pair, result, None))
+    except BudgetSpent as error:
+        if result is None:
+            raise
+        stop = Stop(result.num_runs, runs, "runs", str(error))
+    yield Checked(heading(stop=stop), *_outputs(pair, result, stop))
+
+
+def _outputs(pair, result, stop) -> tuple:
+    """(figure, data) of a fidelity result."""
+    outcome_text = [" ".join(repr(t)[1:-1] if t.strip() != t else t for t in pair.token_text(list(r.outcome)))
+                    for r in result.rows]
+    data = result.summary() | {"pair": pair.info.key, "stopped": stop.text() if stop else None, "outcomes": [
+        {"tokens": text, "count": r.count, "empirical": r.empirical, "exact": r.exact} for text, r in zip(outcome_text, result.rows)]}
+    return figures.fidelity_figure(result, outcome_text), data
+
+
+def build(page, default_pair: str) -> None:
+    with gr.Tab("Fidelity", id="fidelity"):
+        gr.Markdown("Runs the chosen method N times from the same prompt (seeds 0..N-1) and compares the law of "
+                    "the first tokens with the target's exact law. Exact methods stay inside the sampling-noise "
+                    "band; try the released SpecTr-GBV rule on the two-token example.")
+        with gr.Row():
+            most_runs = caps.max_fidelity_runs(default_pair, DEFAULT_METHOD, 4, 3)
+            num_runs = gr.Slider(caps.FIDELITY_MIN_RUNS, most_runs, value=min(500, most_runs), step=1,
+                                 label="Runs N", info=caps.fidelity_runs_info(most_runs), elem_id="fidelity-runs")
+            num_tokens = gr.Slider(1, 3, value=3, step=1, label="First tokens compared")
+            button = gr.Button("Check fidelity", variant="primary", elem_id="fidelity-button")
+        header = gr.Markdown(elem_id="fidelity-header")
+        figure = gr.Plot(label="Empirical against exact law")
+        how_to_read("fidelity")
+        data = gr.JSON(label="Fidelity data")
+    page.views["fidelity"] = dict(num_runs=num_runs, num_tokens=num_tokens, button=button,
+                                  outputs=dict(header=header, figure=figure, data=data))
+
+
+def wire_events(page) -> None:
+    tab, s = page.views["fidelity"], page.sidebar
+    wire(tab["button"].click, run_fidelity, [s.pair, page.prompt, s.method, s.num_drafts, s.draft_length,
+                                             s.temperature, tab["num_runs"], tab["num_tokens"]],
+         tab["outputs"], api_name="fidelity", concurrency_id="models", preprocess=False)

@@ -1,0 +1,165 @@
+"""The Generate tab: one method's output streamed iteration by iteration, tokens coloured by provenance.
+
+When the run ends (or the budget or Stop ends it) the session's RunState holds it and the
+explorer shows its first iteration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gradio as gr
+
+from spectr_gbv.engine import decode_iterations, run_record
+
+from ..serving import gpu, visitors
+from ..serving.limits import Budget, BudgetSpent
+from . import explorer
+from .errors import translate_error, user_errors
+from .explorer_js import OUTPUT_JS
+from .inputs import EXAMPLES, draft_for, prepare
+from .outputs import NamedOutputs, skip, wire
+from .run_state import RunState
+from .runs import STOPS, Stop, header_line
+from .settings import check_method, settings
+from .text import metrics_line, provenance_html
+from .words import how_to_read
+
+
+@dataclass
+class Generated(NamedOutputs):
+    output: object = skip()  # the text, coloured by provenance
+    metrics_line: object = skip()
+    data: object = skip()  # the run's summary (JSON)
+    state: object = skip()  # the session's RunState
+    iteration: object = skip()  # the explorer's slider
+    grid: object = skip()
+    figure: object = skip()
+    details: object = skip()
+
+
+@dataclass
+class Refilled(NamedOutputs):
+    metrics_line: object = skip()
+    iteration: object = skip()
+    grid: object = skip()
+    figure: object = skip()
+    details: object = skip()
+
+
+def _add_display_strings(texts: dict[int, str], it, token_text) -> dict[int, str]:
+    """Add the display strings of every token id the explorer can show for iteration `it` (drafts, final, top list)."""
+    ids = {it.final_token, *(top.token for top in it.final_top), *(t for row in it.draft_tokens for t in row)}
+    new = sorted(ids - texts.keys())
+    texts.update(zip(new, token_text(new)) if new else ())
+    return texts
+
+
+@visitors.served(translate_error)
+@gpu.on_gpu(gpu.generate_cost)
+@user_errors
+def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed,
+                    progress=gr.Progress(), request: gr.Request = None):
+    """Stream the output iteration by iteration; at the end, or when the budget or Stop ends it, fill the explorer.
+
+    Every step also stores the run so far (run_state), so a Stop that cancels the run (ZeroGPU)
+    can fill the explorer from it."""
+    session = getattr(request, "session_hash", None)
+    STOPS.take(session)  # a Stop pressed before this run does not end it
+    pair, prompt_ids = prepare(pair_key, prompt, progress)
+    method = check_method(method)
+    base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
+    config = base.config(method)
+    heading = {"pair_key": pair.info.key, "methods": [method], "num_drafts": base.num_drafts,
+               "draft_length": base.draft_length, "temperature": base.temperature, "seed": base.seed}
+    iterations, produced, budget, texts, stop = [], 0, Budget(), {}, None
+    progress(0, desc="decoding")
+    try:
+        for it in decode_iterations(pair.target, draft_for(pair, method), prompt_ids, config):
+            budget.tick()
+            iterations.append(it)
+            produced += len(it.emitted)
+            _add_display_strings(texts, it, pair.token_text)
+            progress(produced / config.max_new_tokens, desc=f"{produced} / {config.max_new_tokens} tokens")
+            partial = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
+            state = RunState(pair.info.key, partial, texts, heading, config.max_new_tokens)
+            yield Generated(output=provenance_html(partial, pair.token_text),
+                            metrics_line=header_line(**heading) + metrics_line(partial), state=state)
+            if STOPS.take(session):
+                stop = Stop(produced, config.max_new_tokens, "tokens", "you pressed Stop")
+                break
+    except BudgetSpent as error:
+        if not iterations:
+            raise
+        stop = Stop(produced, config.max_new_tokens, "tokens", str(error))
+    record = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
+    state = RunState(pair.info.key, record, texts, heading, config.max_new_tokens)
+    summary = record.summary() | {"pair": state.pair, "text": pair.text(record.tokens),
+                                  "stopped": stop.text() if stop else None}
+    yield Generated(provenance_html(record, pair.token_text), header_line(**heading, stop=stop) + metrics_line(record),
+                    summary, state, *explorer.start(state))
+
+
+def ask_to_stop(request: gr.Request = None):
+    """Stop: this session's streaming run ends at its next iteration, with the explorer filled."""
+    STOPS.ask(getattr(request, "session_hash", None))
+
+
+def fill_explorer_on_stop(state) -> Refilled:
+    """After Stop: the explorer gets the iterations decoded so far, and the metrics line says where it stopped."""
+    if not state:
+        return Refilled(gr.skip(), gr.skip(), *explorer.shown(state, 1))
+    stop = Stop(len(state.record.tokens), state.total, "tokens", "you pressed Stop")
+    return Refilled(header_line(**state.heading, stop=stop) + metrics_line(state.record), *explorer.start(state))
+
+
+@dataclass
+class GenerateTab:
+    button: gr.Button
+    stop_button: gr.Button
+    output: gr.HTML
+    metrics_line: gr.Markdown
+    data: gr.JSON
+    examples: gr.Examples
+
+
+def build(page) -> None:
+    with gr.Tab("Generate", id="generate"):
+        with gr.Row():
+            button = gr.Button("Generate", variant="primary", elem_id="generate-button", scale=3)
+            # secondary, not Gradio's red "stop": red means lossy, and nothing else, in this app
+            stop_button = gr.Button("Stop", variant="secondary", elem_id="stop-button", scale=1)
+        output = gr.HTML("<i>The output appears here, token by token. Click a token to open its iteration "
+                         "in the explorer.</i>", elem_id="generate-output", js_on_load=OUTPUT_JS)
+        line = gr.Markdown(elem_id="generate-metrics")
+        how_to_read("generate")
+        how_to_read("metrics")
+        data = gr.JSON(label="Run data (block efficiency and acceptance are hardware-free; tokens/s is this server's)")
+        # An example sets the pair and prompt, then runs Generate with the sidebar's settings (wire_events).
+        examples = gr.Examples(EXAMPLES, inputs=[page.sidebar.pair, page.prompt],
+                               label="Examples (run with the sidebar's settings)")
+    page.views["generate"] = GenerateTab(button, stop_button, output, line, data, examples)
+
+
+def wire_events(page) -> None:
+    tab: GenerateTab = page.views["generate"]
+    view: explorer.ExplorerTab = page.views["explorer"]
+    s = page.sidebar
+    inputs = [s.pair, page.prompt, s.method, *page.settings_inputs]
+    outputs = {"output": tab.output, "metrics_line": tab.metrics_line, "data": tab.data, "state": page.run_state,
+               "iteration": view.iteration, **view.panels()}
+    # The public events skip Gradio's preprocessing (preprocess=False): a value of any type
+    # reaches components.views.settings, whose messages name the setting (Gradio's would be "Error").
+    generating = wire(tab.button.click, generate_stream, inputs, outputs, api_name="generate",
+                      concurrency_id="models", preprocess=False)
+    from_example = wire(tab.examples.load_input_event.then, generate_stream, inputs, outputs,
+                        concurrency_id="models", preprocess=False, api_visibility="private")
+    # Stop ends this session's streaming run only (the session stays usable), and the explorer
+    # shows the iterations decoded so far. Here the run sees the request at its next iteration
+    # and ends itself; a run in a ZeroGPU worker cannot, so there the event is cancelled and
+    # the explorer filled from the last stored state.
+    if gpu.ON_ZEROGPU:
+        refilled = {"metrics_line": tab.metrics_line, "iteration": view.iteration, **view.panels()}
+        wire(tab.stop_button.click, fill_explorer_on_stop, [page.run_state], refilled,
+             cancels=[generating, from_example], api_visibility="private")
+    else:
+        tab.stop_button.click(ask_to_stop, None, None, queue=False, api_visibility="private")

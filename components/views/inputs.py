@@ -1,0 +1,61 @@
+"""What every view's handler does first: the pair and prompt checked, the run sized against the limits.
+
+Also the app's choices and defaults that several views share (the pairs, the methods, the
+examples), all read from the registries (spectr_gbv.pairs, spectr_gbv.methods)."""
+
+from __future__ import annotations
+
+from spectr_gbv import AUTOREGRESSIVE, METHODS
+from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair
+
+from ..serving import limits
+from ..serving.limits import Budget, check_fits, check_prompt_tokens, fewest_iterations
+from . import caps
+from .settings import check_pair_key, check_prompt
+
+LOADING_NOTE = "loading the model (about a minute the first time)"
+PAIR_CHOICES = [(info.label, key) for key, info in PAIRS.items()]
+METHOD_CHOICES = [("AR (plain target sampling)", AUTOREGRESSIVE)] + [(spec.label, name) for name, spec in METHODS.items()]
+COMPARE_CHOICES = [(spec.label, name) for name, spec in METHODS.items()]
+DEFAULT_COMPARE = [name for name, spec in METHODS.items() if spec.compare_by_default]
+# The exact multi-draft rule with the highest measured E[tau | drafts] at the app's default
+# K = 2, L = 4, T = 0.7 on the default pair (python -m spectr_gbv.bench.frontier, coupled, 60
+# paper-suite prompts x 16 tokens, assets/results/frontier_handoff: AS-BV+H 0.95623, AS-BV
+# 0.95615, SpecTr-GBV 0.944, SpecTr 0.886; docs/results.md). AS-BV+H is never below AS-BV
+# given the same drafts (it only adds the hand-off), and at K = 2 they nearly tie.
+# Chosen per configuration, never per iteration from the drafts (that would not be exact).
+DEFAULT_METHOD = "as_bv_handoff"
+EXAMPLES = [
+    [DEFAULT_KEY, "Write a Python function that checks whether a number is prime."],
+    [DEFAULT_KEY, "A train travels 120 km in 1.5 hours. What is its average speed?"],
+    [DEFAULT_KEY, "Write a short story about a robot who learns to paint."],
+    [DEFAULT_KEY, "Give three tips for staying focused while studying."],
+    [TOY_KEY, "the cat"],
+    [TWO_TOKEN_KEY, "A"],
+]
+
+
+def prepare(pair_key, prompt, progress=None):
+    """(pair, prompt token ids), checked; a model pair may load now, and the progress bar says so."""
+    key = check_pair_key(pair_key)
+    if progress is not None and not caps.is_teaching_pair(key):
+        progress(0, desc=LOADING_NOTE)
+    pair = get_pair(key, allow_custom=limits.LIMITS.allow_any_model)
+    prompt_ids = pair.encode(check_prompt(prompt))
+    check_prompt_tokens(len(prompt_ids))
+    return pair, prompt_ids
+
+
+def draft_for(pair, method):
+    return None if method == AUTOREGRESSIVE else pair.draft
+
+
+def ticker(budget: Budget):
+    """An on-iteration callback that ticks `budget` (which raises BudgetSpent when it is spent)."""
+    return lambda _record: budget.tick()
+
+
+def check_runs_fit(pair, runs: list[tuple[int, int]], tokens: int, what: str, extra: int = 0) -> None:
+    """Refuse up front what cannot fit: `runs` is (how many, L; 0 for AR) runs of `tokens` tokens each."""
+    early = pair.target.eos_token_id is not None
+    check_fits(sum(n * fewest_iterations(tokens, length, early) for n, length in runs) + extra, what)

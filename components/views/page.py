@@ -1,0 +1,51 @@
+"""The page's shared parts: the sidebar's controls, the prompt, the session's run state and the tabs.
+
+`app.build_demo` makes them, then each view module builds its tab (`build`) and, once every
+tab exists, wires its events (`wire`): a tab's events may update another tab's components
+(Generate fills the explorer), so wiring waits until all are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gradio as gr
+
+
+@dataclass
+class Sidebar:
+    pair: gr.Dropdown
+    method: gr.Dropdown
+    num_drafts: gr.Slider
+    draft_length: gr.Slider
+    temperature: gr.Slider
+    max_new_tokens: gr.Slider
+    seed: gr.Number
+    methods: gr.CheckboxGroup
+    presentation: gr.Checkbox
+    link_controls: tuple
+    box: gr.Sidebar
+
+
+@dataclass
+class Page:
+    demo: gr.Blocks
+    sidebar: Sidebar
+    prompt: gr.Textbox
+    run_state: gr.State
+    link_note: gr.Markdown
+    tabs: gr.Tabs | None = None
+    views: dict[str, Any] = field(default_factory=dict)  # each tab's components, by tab id
+
+    @property
+    def settings_inputs(self) -> list:
+        """K, L, T, max new tokens and seed: the settings every model run reads, in the handlers' order."""
+        s = self.sidebar
+        return [s.num_drafts, s.draft_length, s.temperature, s.max_new_tokens, s.seed]
+
+    @property
+    def controls(self) -> dict:
+        """The controls a lesson step or a shared link sets, by name."""
+        s = self.sidebar
+        return {"pair": s.pair, "prompt": self.prompt, "method": s.method, "K": s.num_drafts, "L": s.draft_length,
+                "T": s.temperature, "seed": s.seed}

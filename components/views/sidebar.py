@@ -1,0 +1,42 @@
+"""The sidebar: the pair, the method, K, L, T, tokens, seed and the methods every view reads."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from ..serving import limits
+from . import caps, share
+from .explorer_js import PRESENTATION_JS
+from .inputs import COMPARE_CHOICES, DEFAULT_COMPARE, DEFAULT_METHOD, METHOD_CHOICES, PAIR_CHOICES
+from .page import Sidebar
+from .settings import MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE
+
+
+def build(default_pair: str) -> Sidebar:
+    with gr.Sidebar(open=True, width=320) as box:
+        pair = gr.Dropdown(PAIR_CHOICES, value=default_pair, label="Model pair",
+                           allow_custom_value=limits.LIMITS.allow_any_model,
+                           info="Hub pairs need the Hugging Face Hub; the others work offline."
+                           + (" This server also accepts 'TARGET, DRAFT' (hub ids or folders)." if limits.LIMITS.allow_any_model else ""))
+        method = gr.Dropdown(METHOD_CHOICES, value=DEFAULT_METHOD, label="Method (Generate, Fidelity)")
+        num_drafts = gr.Slider(1, MAX_DRAFTS, value=2, step=1, label="K (drafts)",  # make bench: K = 2, L = 4 pays on a CPU
+                               info=caps.ignored_info(DEFAULT_METHOD, "K"), elem_id="num-drafts")
+        draft_length = gr.Slider(1, caps.max_draft_length(2), value=4, step=1, label="L (draft length)",
+                                 info=caps.draft_length_info(2, DEFAULT_METHOD), elem_id="draft-length")
+        temperature = gr.Slider(0, MAX_TEMPERATURE, value=0.7, step=0.05, label="T (temperature)", info="0 = greedy")
+        max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=40, step=1, label="Max new tokens")
+        seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", info="Same settings + seed = same tokens")
+        methods = gr.CheckboxGroup(COMPARE_CHOICES, value=DEFAULT_COMPARE, label="Methods (Compare, Sweep)")
+        presentation = gr.Checkbox(False, label="Presentation mode (larger text, for a projector)",
+                                   elem_id="presentation-mode")
+        link_controls = share.build_link_controls()
+    return Sidebar(pair, method, num_drafts, draft_length, temperature, max_new_tokens, seed, methods, presentation,
+                   link_controls, box)
+
+
+def wire_events(page) -> None:
+    s = page.sidebar
+    page.sidebar.presentation.change(None, s.presentation, None, js=PRESENTATION_JS, api_visibility="private")
+    sweep, fidelity = page.views["sweep"], page.views["fidelity"]
+    caps.cap_controls(s.pair, s.method, s.num_drafts, s.draft_length, s.methods, sweep["values"],
+                      fidelity["num_runs"], fidelity["num_tokens"])

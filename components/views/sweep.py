@@ -1,0 +1,119 @@
+"""The Sweep tab: every selected method at every value of K, L or T, with repeats, streamed point by point."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import gradio as gr
+
+from spectr_gbv.sweep import AXES, iter_sweep
+
+from ..serving import gpu, visitors
+from ..serving import limits
+from ..serving.limits import Budget, BudgetSpent
+from . import caps
+from .band_figures import sweep_band_figures
+from .caps import MAX_SWEEP_VALUES
+from .errors import translate_error, user_errors
+from .inputs import DEFAULT_COMPARE, check_runs_fit, prepare, ticker
+from .outputs import NamedOutputs, skip, wire
+from .runs import MAX_REPEATS, Stop, header_line, sweep_point
+from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_choice, check_methods, number, settings, shown
+from .words import how_to_read
+
+
+@dataclass
+class Swept(NamedOutputs):
+    header: object = skip()
+    efficiency: object = skip()
+    speed: object = skip()
+    data: object = skip()
+
+
+def parse_values(axis: str, text) -> list[float]:
+    check_choice("the sweep axis", axis, AXES)
+    if not isinstance(text, (str, int, float)) or isinstance(text, bool):
+        raise ValueError(f"the sweep values must be text such as '1, 2, 4', got {type(text).__name__} {shown(text)}")
+    parts = [p for p in str(text or "").replace(";", ",").replace(" ", ",").split(",") if p]
+    if not parts:
+        raise ValueError("give the values to sweep, for example 1, 2, 4, 8")
+    if len(parts) > MAX_SWEEP_VALUES:
+        raise ValueError(f"at most {MAX_SWEEP_VALUES} sweep values, got {len(parts)}")
+    limits = {"K": (1, MAX_DRAFTS, True), "L": (1, MAX_DRAFT_LENGTH, True), "T": (0, MAX_TEMPERATURE, False)}
+    low, high, integer = limits[axis]
+    return [number(f"sweep value for {axis}", p, low, high, integer) for p in parts]
+
+
+@visitors.served(translate_error)
+@gpu.on_gpu(gpu.sweep_cost)
+@user_errors
+def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed,
+              repeats=1, progress=gr.Progress()):
+    """Every method at every swept value, `repeats` seeds per point; streamed point by point, and
+    when the budget stops it, the points that finished stay, with the header saying so."""
+    pair, prompt_ids = prepare(pair_key, prompt, progress)
+    methods = check_methods(methods)
+    base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
+    swept = parse_values(axis, values)
+    repeats = number("repeats", repeats, 1, MAX_REPEATS)
+    if len(methods) * len(swept) > limits.LIMITS.sweep_runs:
+        raise ValueError(f"{len(methods)} methods x {len(swept)} values = {len(methods) * len(swept)} runs is over this "
+                         f"server's limit of {limits.LIMITS.sweep_runs} (SPECTR_GBV_MAX_SWEEP_RUNS): fewer methods or values")
+    for value in swept:  # every swept K x L must fit the memory limit too
+        if axis in ("K", "L"):
+            settings(value if axis == "K" else num_drafts, value if axis == "L" else draft_length, temperature,
+                     max_new_tokens, seed)
+    lengths = swept if axis == "L" else [base.draft_length] * len(swept)
+    check_runs_fit(pair, [(len(set(swept)) if axis == "T" else 1, 0)] + [(len(methods) * repeats, int(v)) for v in lengths],
+                   base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds and AR, "
+                   f"{base.max_new_tokens} tokens each")
+    extra = [f"{repeats} seeds ({base.seed} to {base.seed + repeats - 1})" if repeats > 1 else "",
+             f"{base.max_new_tokens} tokens"]
+    heading = functools.partial(header_line, pair.info.key, methods, base.num_drafts, base.draft_length, base.temperature,
+                                base.seed, [e for e in extra if e], swept=axis)
+    points, total, stop = [], len(methods) * len(swept), None
+    progress(0, desc=f"{axis} = {swept[0]:g}")
+    try:
+        for row in iter_sweep(pair.target, pair.draft, prompt_ids, methods, axis, swept, base.config(methods[0]),
+                              on_iteration=ticker(Budget()), repeats=repeats):
+            points.append(sweep_point(row))
+            progress(len(points) / total, desc=f"{len(points)} / {total} points")
+            if len(points) < total:
+                yield Swept(heading() + f"running: {len(points)} of {total} points done",
+                            *sweep_band_figures(points, timed=not pair.words), _sweep_data(pair, axis, points, None))
+    except BudgetSpent as error:
+        if not points:
+            raise
+        stop = Stop(len(points), total, "points", str(error))
+    yield Swept(heading(stop=stop), *sweep_band_figures(points, timed=not pair.words), _sweep_data(pair, axis, points, stop))
+
+
+def _sweep_data(pair, axis, points, stop) -> dict:
+    return {"pair": pair.info.key, "axis": axis, "rows": points, "stopped": stop.text() if stop else None}
+
+
+def build(page) -> None:
+    with gr.Tab("Sweep", id="sweep"):
+        with gr.Row():
+            axis = gr.Radio(list(AXES), value="K", label="Sweep over")
+            values = gr.Textbox(value="1, 2, 4, 8", label=caps.sweep_values_label(len(DEFAULT_COMPARE)),
+                                elem_id="sweep-values")
+            repeats = gr.Number(value=1, precision=0, minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
+                                info="seeds per point: mean and 95 % band", elem_id="sweep-repeats")
+            button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
+        header = gr.Markdown(elem_id="sweep-header")
+        with gr.Row(elem_classes=["chart-row"]):
+            efficiency = gr.Plot(label="Block efficiency")
+            speed = gr.Plot(label="Speedup vs AR (hardware-dependent)")
+        how_to_read("sweep")
+        data = gr.JSON(label="Sweep data")
+    page.views["sweep"] = dict(axis=axis, values=values, repeats=repeats, button=button,
+                               outputs=dict(header=header, efficiency=efficiency, speed=speed, data=data))
+
+
+def wire_events(page) -> None:
+    tab, s = page.views["sweep"], page.sidebar
+    wire(tab["button"].click, run_sweep, [s.pair, page.prompt, s.methods, tab["axis"], tab["values"],
+                                          *page.settings_inputs, tab["repeats"]],
+         tab["outputs"], api_name="sweep", concurrency_id="models", preprocess=False)
