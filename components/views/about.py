@@ -21,6 +21,8 @@ from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET, constant
 from .words import GLOSSARY, paper
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
+# Thomas & Pal's select-then-verify rule and what AS-BV adds; the README says the same (docs/credit_snippet.md).
+CREDIT = (Path(__file__).resolve().parents[2] / "docs" / "credit_snippet.md").read_text().strip()
 DRAFT_LENGTH = 2
 # The lossy rule and the exact rule it is shown against (their registry entries say which).
 RELEASED = next(name for name, spec in METHODS.items() if not spec.exact)
@@ -140,6 +142,10 @@ L = 4 on, SpecTr-GBV leads AS-BV on the default pair. AS-BV+H gives AS-BV a hand
 stops, the other drafts still alive there offer their next token to the correction; it gains most with many drafts
 (K = 4 and 8) and almost nothing at K = 2. Traversal reduces to GBV on one draft and gains from extra drafts only through siblings tested
 after a rejection. The ordering is measured, not assumed: `python -m spectr_gbv.bench.frontier`.
+
+### Related work
+
+{CREDIT}
 
 ## Why one method is labelled lossy
 

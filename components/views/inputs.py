@@ -15,9 +15,21 @@ from .settings import check_pair_key, check_prompt
 
 LOADING_NOTE = "loading the model (about a minute the first time)"
 PAIR_CHOICES = [(info.label, key) for key, info in PAIRS.items()]
-METHOD_CHOICES = [("AR (plain target sampling)", AUTOREGRESSIVE)] + [(spec.label, name) for name, spec in METHODS.items()]
-COMPARE_CHOICES = [(spec.label, name) for name, spec in METHODS.items()]
-DEFAULT_COMPARE = [name for name, spec in METHODS.items() if spec.compare_by_default]
+
+
+def method_choices() -> list[tuple[str, str]]:
+    """Generate's and Fidelity's choices: AR and every registered method."""
+    return [("AR (plain target sampling)", AUTOREGRESSIVE)] + compare_choices()
+
+
+def compare_choices() -> list[tuple[str, str]]:
+    return [(spec.label, name) for name, spec in METHODS.items()]
+
+
+def default_compare() -> list[str]:
+    """The methods ticked in Compare and Sweep when the page opens (the registry says which)."""
+    return [name for name, spec in METHODS.items() if spec.compare_by_default]
+
 # The exact multi-draft rule with the highest measured E[tau | drafts] at the app's default
 # K = 2, L = 4, T = 0.7 on the default pair (python -m spectr_gbv.bench.frontier, coupled, 60
 # paper-suite prompts x 16 tokens, assets/results/frontier_handoff: AS-BV+H 0.95623, AS-BV

@@ -33,13 +33,19 @@ def is_lossy(method: str) -> bool:
 
 
 def method_colour(method: str) -> str:
+    if method in METHODS:  # read when drawn: a method registered later has its colour too
+        return METHODS[method].colour
     return METHOD_COLOURS.get(method, UNKNOWN_METHOD_COLOUR)
+
+
+def method_symbol(method: str) -> str:
+    return METHODS[method].symbol if method in METHODS else METHOD_SYMBOLS.get(method, "circle")
 
 
 def line_style(method: str) -> dict:
     """Plotly scatter keywords: the method's colour and symbol; the lossy rule dashed."""
     return dict(line=dict(color=method_colour(method), dash="dash" if is_lossy(method) else "solid"),
-                marker=dict(color=method_colour(method), symbol=METHOD_SYMBOLS.get(method, "circle"), size=9))
+                marker=dict(color=method_colour(method), symbol=method_symbol(method), size=9))
 
 
 def bar_marker(methods: list[str], opacity: float = 1.0) -> dict:

@@ -21,4 +21,6 @@ def final_token_rule(method: str, kind: str) -> str:
         return BONUS
     if kind == "target":
         return TARGET
-    return CORRECTION.get(method, "a correction token from this method's residual.")
+    if method in METHODS:
+        return METHODS[method].residual
+    return "a correction token from this method's residual."

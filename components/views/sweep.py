@@ -16,7 +16,7 @@ from . import caps
 from .band_figures import sweep_band_figures
 from .caps import MAX_SWEEP_VALUES
 from .errors import translate_error, user_errors
-from .inputs import DEFAULT_COMPARE, check_runs_fit, prepare, ticker
+from .inputs import check_runs_fit, default_compare, prepare, ticker
 from .outputs import NamedOutputs, skip, wire
 from .runs import MAX_REPEATS, Stop, header_line, sweep_point
 from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_choice, check_methods, number, settings, shown
@@ -97,7 +97,7 @@ def build(page) -> None:
     with gr.Tab("Sweep", id="sweep"):
         with gr.Row():
             axis = gr.Radio(list(AXES), value="K", label="Sweep over")
-            values = gr.Textbox(value="1, 2, 4, 8", label=caps.sweep_values_label(len(DEFAULT_COMPARE)),
+            values = gr.Textbox(value="1, 2, 4, 8", label=caps.sweep_values_label(len(default_compare())),
                                 elem_id="sweep-values")
             repeats = gr.Number(value=1, precision=0, minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
                                 info="seeds per point: mean and 95 % band", elem_id="sweep-repeats")
