@@ -68,6 +68,16 @@ def dirichlet_pair(vocab: int, seed: int, kind: str, concentration: float = 0.7)
     return target, (mixture(target, other, 0.5) if kind == "mixed" else other)
 
 
+def fidelity_error(method, target_fn, draft_fn, num_drafts: int, draft_length: int) -> float:
+    """TV between the method's output law, continued by the target, and the target's own law
+    over L+1 tokens, by exact enumeration (`spectr_gbv.exact`): 0 for an exact method."""
+    from spectr_gbv.exact import continued_law, iteration_law, target_law, total_variation_to_target
+
+    law = iteration_law(method, target_fn, draft_fn, num_drafts, draft_length)
+    continued = continued_law(law.emitted, target_fn, draft_length + 1)
+    return total_variation_to_target(continued, target_law(target_fn, draft_length + 1))
+
+
 def assert_theory_line_is_the_enumerated_mean(method, inp) -> None:
     """`method.expected_accepted(inp)` equals the mean accepted length over every outcome of
     `method.verify(inp, ...)`, enumerated exactly (and the outcomes' probabilities sum to 1)."""

@@ -29,9 +29,10 @@ from collections import defaultdict
 import pytest
 import torch
 
-from conftest import assert_theory_line_is_the_enumerated_mean, constant, dirichlet_model, dirichlet_pair, f64, mixture
+from conftest import (assert_theory_line_is_the_enumerated_mean, constant, dirichlet_model, dirichlet_pair, f64,
+                      fidelity_error, mixture)
 from spectr_gbv import generate
-from spectr_gbv.exact import enumerate_outcomes, fidelity_error, iteration_law, sequence_prob, verify_input_for
+from spectr_gbv.exact import enumerate_outcomes, iteration_law, sequence_prob, verify_input_for
 from spectr_gbv.methods import METHODS, VerifyInput, as_bv, as_bv_fast, as_bv_handoff, as_bv_lp
 from spectr_gbv.methods.support import on_draft_support
 from spectr_gbv.randomness import ScriptedRandomness, TorchRandomness

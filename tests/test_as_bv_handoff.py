@@ -26,9 +26,9 @@ from collections import defaultdict
 import pytest
 import torch
 
-from conftest import constant, dirichlet_pair, f64
+from conftest import constant, dirichlet_pair, f64, fidelity_error
 from spectr_gbv.ceiling import optimal_expected_accepted
-from spectr_gbv.exact import enumerate_outcomes, fidelity_error, iteration_law
+from spectr_gbv.exact import enumerate_outcomes, iteration_law
 from spectr_gbv.methods import METHODS, as_bv, as_bv_fast, as_bv_handoff
 
 TIED = ((0.2, 0.4, 0.4), (0.1, 0.2, 0.7))  # tokens 0 and 1 share the ratio q/p = 2
