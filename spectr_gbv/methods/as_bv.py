@@ -3,13 +3,14 @@
 Every exact K-draft rule is bounded by "select one draft, then run GBV with the selected
 draft's exact law" (the block canonical decomposition, 4.9). AS-BV is such a rule:
 
-* Phase 1 (`select_block`) walks down the trie of the K drafts, one token per level. At node u it picks
-  one of the alive drafts' next tokens (alive = drafts whose prefix is the selected u)
-  with a mixture of three token-level selections, lex, seq and first, whose joint laws
-  T_r[n](x, c) are known in closed form. It tracks pi, the law of the alive count given
-  the selected prefix, so the selected block's law D = prod_u D_u is known exactly.
+* Phase 1 (`select_block`) walks down the trie of the K drafts, one token per level. At
+  node u it picks one of the alive drafts' next tokens (alive = drafts whose prefix is the
+  selected u) with a mixture of three token-level selections, lex, seq and first, whose
+  joint laws T_r[n](x, c) are known in closed form. It tracks pi, the law of the alive
+  count given the selected prefix, so the selected block's law D = prod_u D_u is known
+  exactly.
 * Phase 2 (`verify_block`) is plain GBV (section 3) on the selected block with D in place
-  of p; it ends as every block rule does (`gbv.stop_law`).
+  of p; it ends as GBV does (`gbv.stop_law`).
 
     paper (ALGORITHMS.md 4.9)                   here
     u, d = |u|                                  node (target/draft rows at depth d)
@@ -29,23 +30,16 @@ draft's exact law" (the block canonical decomposition, 4.9). AS-BV is such a rul
 One strict order (ratio q/p, ties broken by the larger token id) is used both to select
 and in the laws: an inconsistent tie-break is biased (TV 0.04-0.07, 4.9).
 
-Deviation from paper: 4.9 says lambda is the argmax of sum_x min(lambda . s(x), omega q(x))
-"on a fixed grid". Its golden values are reproduced, to 1e-6, only by the exact LP solved by
-HiGHS with lambda as the first variables (a 231-point grid misses four of the six, by up
-to 0.02, through tie-breaking in flat regions); `as_bv_lp` solves that LP. Any
-deterministic lambda keeps the rule exact (lambda depends only on the selected path), so
-real vocabularies get cheaper stand-ins where the note's choices would cost O(V log V) per
-node: a reduced LP (`as_bv_lp.mixture_weights`), an order that ranks only the likeliest
-proposals by ratio (`as_bv_fast.NodeOrder`), and "first" for alive counts of negligible
-posterior (`node_law`).
-On tables of at most 64 tokens the order and the LP are the note's; the third applies at
+Deviations from paper, none of which costs exactness (any deterministic lambda and any fixed
+strict order keep the rule exact, since they depend only on the selected path):
+* lambda is the exact LP of 4.9's golden values, solved by HiGHS, not the note's grid; on
+  real vocabularies a reduced LP (`as_bv_lp`);
+* above ORDER_HEAD tokens the order ranks only the likeliest proposals by ratio, and from
+  SUPPORT_FROM_VOCAB tokens on both phases run on the draft's support plus one rest cell
+  (`as_bv_fast`; the final token is still drawn on the full vocabulary);
+* an alive count of negligible posterior is served by "first" (`node_law`).
+On tables of at most 64 tokens the order and the LP are the note's; the last applies at
 every size (posterior below 1e-6) and leaves every golden value unchanged.
-
-A draft head narrower than the target's vocabulary (the default pair's: 8,192 of 49,152) is
-met by running both phases on the draft's support plus one cell for the rest of the target's
-mass (`as_bv_fast.on_support`, from SUPPORT_FROM_VOCAB tokens on): tokens the draft
-cannot propose add nothing to any selection law and only their total target mass to a
-residual mass, so the rule is the same; only the final token is drawn on the full vocabulary.
 
 Phase 1 spends coins only where a choice is random (the component draw, seq's tests), so
 at K = 1 AS-BV draws exactly GBV's uniforms and returns GBV's outcomes.
@@ -142,7 +136,8 @@ def phase_two_weights(inp: VerifyInput, draft: int, selected: torch.Tensor) -> t
     # log ratios finite (inf - inf would be NaN in block_weights). It is the smallest subnormal,
     # not the smallest normal: a drafted token of probability 5e-324 must keep q/D = 1 when
     # target == draft (found by hypothesis).
-    return path_weights(token_probs(inp.target_probs[draft, :-1], tokens), token_probs(selected, tokens).clamp(min=math.ulp(0.0)))
+    selected_drafted = token_probs(selected, tokens).clamp(min=math.ulp(0.0))
+    return path_weights(token_probs(inp.target_probs[draft, :-1], tokens), selected_drafted)
 
 
 def phase_two_probs(inp: VerifyInput, draft: int, selected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -5,9 +5,12 @@ These are the speed stand-ins of `as_bv`: on tables of at most ORDER_HEAD tokens
 the note's (every token ranked by q/p, ties broken by the larger id); above that only the
 likeliest proposals are ranked by ratio. `count_sum` is evaluated by Horner's rule from
 HORNER_FROM candidates on. From SUPPORT_FROM_VOCAB tokens on, both phases run on the draft's
-support plus one rest cell (`spectr_gbv.methods.support`). Each is either the same quantity
-(Horner, the support layout) or another fixed strict order, which keeps the rule exact;
-tests/test_as_bv_fast.py compares them with their references on seeded inputs.
+support plus one rest cell (`spectr_gbv.methods.support`): a draft head narrower than the
+target's vocabulary (the default pair's: 8,192 of 49,152) proposes no other token, and tokens it
+cannot propose add nothing to any selection law and only their total target mass to a residual
+mass, so the rule is the same. Each is either the same quantity (Horner, the support layout) or
+another fixed strict order, which keeps the rule exact; tests/test_as_bv_fast.py and
+tests/test_as_bv.py compare them with their references on seeded inputs.
 """
 
 from __future__ import annotations

@@ -64,13 +64,16 @@ def remainder_probs(inp: VerifyInput, draft: int, start: int) -> tuple[torch.Ten
     return scan_probs(inp, draft, start)
 
 
-def _gbv_remainder(inp: VerifyInput, rng: Randomness, draft: int, start: int, tests: list[SubBlockTest]) -> VerifyResult:
+def _gbv_remainder(
+    inp: VerifyInput, rng: Randomness, draft: int, start: int, tests: list[SubBlockTest]
+) -> VerifyResult:
     """GBV on the rest of `draft` after its first `start` tokens, to the end of the iteration."""
     L = inp.draft_length
     if start == L:
         return emit(inp, rng, draft, L, inp.target_probs[draft, L], "bonus", tests)
     omega = scan_weights(inp, draft, start)
-    scan = scan_block(rng, omega, inp.target_probs[draft, start + 1 : L], inp.draft_probs[draft, start + 1 :], draft, start)
+    rows = slice(start + 1, L)
+    scan = scan_block(rng, omega, inp.target_probs[draft, rows], inp.draft_probs[draft, rows], draft, start)
     tests += scan.tests
     final, kind = stop_law(omega, scan.tau, inp.target_probs[draft, start:], inp.draft_probs[draft, start:])
     return emit(inp, rng, draft, start + scan.tau, final, kind, tests)

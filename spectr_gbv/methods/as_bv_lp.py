@@ -2,10 +2,12 @@
 
 At node u, lambda[n] = argmax over the 2-simplex of F(lambda) = sum_x min(lambda . s(x), cap(x)),
 s = the three components' marginals s_r[n] (lex, seq, first, in this order), cap = omega q(. | u).
-Any deterministic lambda keeps AS-BV exact (lambda depends only on the selected path); this one
-is the exact LP solved by HiGHS on tables of at most MAX_LP_TOKENS tokens (the formulation
-behind the note's golden values), and above that a reduced LP whose maximum is found among the
-vertices of its arrangement, at a cost independent of V beyond a few passes.
+Deviation from paper: 4.9 says lambda is the argmax "on a fixed grid". Its golden values are
+reproduced, to 1e-6, only by the exact LP solved by HiGHS with lambda as the first variables (a
+231-point grid misses four of the six, by up to 0.02, through tie-breaking in flat regions), so
+that LP is solved here on tables of at most MAX_LP_TOKENS tokens. Above that, a reduced LP whose
+maximum is found among the vertices of its arrangement, at a cost independent of V beyond a few
+passes. Any deterministic lambda keeps AS-BV exact (lambda depends only on the selected path).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ ALGORITHMS.md section 3. Single draft: only draft 0 is read.
 
 The helpers `block_weights` and `block_accept_probs` are shared with SpecTr-GBV, whose
 per-draft scan is GBV with a different first weight (ALGORITHMS.md section 4.4, lemma).
-Every block rule (GBV, SpecTr-GBV, AS-BV, AS-BV+H) scans with `scan_block` and ends the
+GBV, SpecTr-GBV, AS-BV and AS-BV+H all scan a block with `scan_block` and end the
 scan with `stop_law`: the bonus after a whole block, else GBV's residual at the stop.
 """
 
@@ -143,13 +143,15 @@ def scan_weights(inp: VerifyInput, draft: int = 0, start: int = 0) -> torch.Tens
     tokens ([L - start]; start < L). GBV itself scans draft 0 from the root."""
     L = inp.draft_length
     tokens = inp.draft_tokens[draft, start:]
-    return path_weights(token_probs(inp.target_probs[draft, start:L], tokens), token_probs(inp.draft_probs[draft, start:], tokens))
+    target, draft_rows = inp.target_probs[draft, start:L], inp.draft_probs[draft, start:]
+    return path_weights(token_probs(target, tokens), token_probs(draft_rows, tokens))
 
 
 def scan_probs(inp: VerifyInput, draft: int = 0, start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """(omega, h) of that scan, each [L - start], all computed (theory, tests, viewers)."""
     omega = scan_weights(inp, draft, start)
-    return omega, block_accept_probs(omega, inp.target_probs[draft, start + 1 : inp.draft_length], inp.draft_probs[draft, start + 1 :])
+    rows = slice(start + 1, inp.draft_length)  # the nodes after 1 .. m-1 of the block's tokens
+    return omega, block_accept_probs(omega, inp.target_probs[draft, rows], inp.draft_probs[draft, rows])
 
 
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:

@@ -92,7 +92,8 @@ def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
         weights = node_weights(inp, depth, node_target, unused)
         committed = False
         for position, j in enumerate(unused):
-            scan = scan_block(rng, weights.omega[position], inp.target_probs[j, depth + 1 : L], inp.draft_probs[j, depth + 1 : L], j, depth)
+            rows = slice(depth + 1, L)  # the nodes after 1 .. m-1 of draft j's remaining tokens
+            scan = scan_block(rng, weights.omega[position], inp.target_probs[j, rows], inp.draft_probs[j, rows], j, depth)
             tests += scan.tests
             if scan.tau == 0:
                 continue  # this draft is spent; it is NOT reused deeper
