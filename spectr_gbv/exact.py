@@ -151,15 +151,3 @@ def total_variation_to_target(law: dict[tuple[int, ...], float], target: dict[tu
     keys = set(law) | set(target)
     return 0.5 * sum(abs(law.get(w, 0.0) - target.get(w, 0.0)) for w in keys)
 
-
-def fidelity_error(method: MethodSpec, target_fn: DistributionFn, draft_fn: DistributionFn, num_drafts: int, draft_length: int) -> float:
-    """TV between the method's continued output law and the target's law over L+1 tokens."""
-    law = iteration_law(method, target_fn, draft_fn, num_drafts, draft_length)
-    continued = continued_law(law.emitted, target_fn, draft_length + 1)
-    return total_variation_to_target(continued, target_law(target_fn, draft_length + 1))
-
-
-def distribution_fn(model, context: Sequence[int] = ()) -> DistributionFn:
-    """A FunctionModel (anything with `next_token_probs`) as a DistributionFn after `context`."""
-    prefix = tuple(context)
-    return lambda suffix: model.next_token_probs(prefix + tuple(suffix))

@@ -33,10 +33,6 @@ class PairInfo:
     draft: str | None = None
     note: str = ""
 
-    @property
-    def is_hub(self) -> bool:
-        return self.target is not None
-
 
 @dataclass
 class Pair:

@@ -113,11 +113,6 @@ def logits_to_probs(
     return probs
 
 
-def total_variation(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Total-variation distance 1/2 * sum |a - b| between two distributions."""
-    return 0.5 * (a.to(torch.float64) - b.to(torch.float64)).abs().sum().item()
-
-
 def token_probs(probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """The probability each distribution gives its token.
 

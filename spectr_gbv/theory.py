@@ -40,12 +40,6 @@ def survival(alpha: float, num_drafts: int, draft_length: int) -> list[float]:
     return [1.0 - (1.0 - alpha**j) ** num_drafts for j in range(1, draft_length + 1)]
 
 
-def accepted_length_pmf(alpha: float, num_drafts: int, draft_length: int) -> list[float]:
-    """P(tau = t) for t = 0..L under the i.i.d. model."""
-    tail = [1.0] + survival(alpha, num_drafts, draft_length) + [0.0]
-    return [tail[t] - tail[t + 1] for t in range(len(tail) - 1)]
-
-
 def expected_tokens(alpha: float, num_drafts: int, draft_length: int) -> float:
     """E[tau + 1]: tokens emitted per iteration (per target call)."""
     return 1.0 + sum(survival(alpha, num_drafts, draft_length))

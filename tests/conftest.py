@@ -20,12 +20,12 @@ def large_vocabulary_paths(monkeypatch):
     """AS-BV's stand-ins used above 64 tokens, switched on at tiny sizes: the order ranks only the
     2 likeliest proposals by ratio, the LP keeps 2 tokens, and alive counts with posterior
     below 0.3 are served by "first"."""
-    from spectr_gbv.methods import as_bv
+    from spectr_gbv.methods import as_bv, as_bv_fast, as_bv_lp
 
-    monkeypatch.setattr(as_bv, "ORDER_HEAD", 2)
-    monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 2)
+    monkeypatch.setattr(as_bv_fast, "ORDER_HEAD", 2)
+    monkeypatch.setattr(as_bv_lp, "MAX_LP_TOKENS", 2)
     monkeypatch.setattr(as_bv, "MIN_ALIVE_MASS", 0.3)
-    as_bv._solve_mixture.cache_clear()
+    as_bv_lp._solve_mixture.cache_clear()
 
 
 def constant(probs) -> "callable":
@@ -66,6 +66,16 @@ def dirichlet_pair(vocab: int, seed: int, kind: str, concentration: float = 0.7)
     target = dirichlet_model(vocab, seed, concentration)
     other = dirichlet_model(vocab, seed + 1000, concentration)
     return target, (mixture(target, other, 0.5) if kind == "mixed" else other)
+
+
+def fidelity_error(method, target_fn, draft_fn, num_drafts: int, draft_length: int) -> float:
+    """TV between the method's output law, continued by the target, and the target's own law
+    over L+1 tokens, by exact enumeration (`spectr_gbv.exact`): 0 for an exact method."""
+    from spectr_gbv.exact import continued_law, iteration_law, target_law, total_variation_to_target
+
+    law = iteration_law(method, target_fn, draft_fn, num_drafts, draft_length)
+    continued = continued_law(law.emitted, target_fn, draft_length + 1)
+    return total_variation_to_target(continued, target_law(target_fn, draft_length + 1))
 
 
 def assert_theory_line_is_the_enumerated_mean(method, inp) -> None:

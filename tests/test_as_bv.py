@@ -29,10 +29,11 @@ from collections import defaultdict
 import pytest
 import torch
 
-from conftest import assert_theory_line_is_the_enumerated_mean, constant, dirichlet_model, dirichlet_pair, f64, mixture
+from conftest import (assert_theory_line_is_the_enumerated_mean, constant, dirichlet_model, dirichlet_pair, f64,
+                      fidelity_error, mixture)
 from spectr_gbv import generate
-from spectr_gbv.exact import enumerate_outcomes, fidelity_error, iteration_law, sequence_prob, verify_input_for
-from spectr_gbv.methods import METHODS, VerifyInput, as_bv, as_bv_handoff
+from spectr_gbv.exact import enumerate_outcomes, iteration_law, sequence_prob, verify_input_for
+from spectr_gbv.methods import METHODS, VerifyInput, as_bv, as_bv_fast, as_bv_handoff, as_bv_lp
 from spectr_gbv.methods.support import on_draft_support
 from spectr_gbv.randomness import ScriptedRandomness, TorchRandomness
 from spectr_gbv.toy import toy_pair
@@ -48,7 +49,7 @@ NODE_TABLES = [TIED, (Q2, P2), ((0.5, 0.3, 0.2), (0.2, 0.3, 0.5)), ((0.1, 0.2, 0
 
 
 def enumerated_joint(law: as_bv.NodeLaw, n: int, component: int, vocab: int) -> dict[tuple[int, int], float]:
-    """P(selected = y, c of the n candidates carry y), by running `select` on every tuple."""
+    """P(selected = y, c of the n candidates carry y), by running the selection on every tuple."""
     one_hot = tuple(1.0 if r == component else 0.0 for r in range(3))
     forced = dataclasses.replace(law, mixtures={**law.mixtures, n: one_hot})
     joint: dict[tuple[int, int], float] = defaultdict(float)
@@ -56,7 +57,7 @@ def enumerated_joint(law: as_bv.NodeLaw, n: int, component: int, vocab: int) -> 
         weight = float(torch.prod(law.draft[list(tokens)]))
         if weight == 0:
             continue
-        for prob, y in enumerate_outcomes(lambda rng: as_bv.select(forced, list(tokens), rng)):
+        for prob, y in enumerate_outcomes(lambda rng: as_bv.select_with_detail(forced, list(tokens), rng)[0]):
             joint[(y, tokens.count(y))] += weight * prob
     return joint
 
@@ -65,7 +66,7 @@ def enumerated_joint(law: as_bv.NodeLaw, n: int, component: int, vocab: int) -> 
 @pytest.mark.parametrize("n", [2, 3])
 @pytest.mark.parametrize("head", [256, 2])
 def test_closed_form_component_laws_equal_the_selection_they_describe(q, p, n, head, monkeypatch):
-    monkeypatch.setattr(as_bv, "ORDER_HEAD", head)
+    monkeypatch.setattr(as_bv_fast, "ORDER_HEAD", head)
     target, draft = f64(q), f64(p)
     law = as_bv.node_law(target, draft, {n: 1.0}, 1.0)
     comp = law.components[n]
@@ -88,8 +89,8 @@ def test_ties_are_broken_by_the_larger_token_id_in_selection_and_law():
 def test_an_inconsistent_tie_break_is_biased(monkeypatch):
     """Selection breaking the 0/1 tie towards the smaller id while the law assumes the larger:
     the output law moves by TV ~ 0.06 (4.9: 0.04-0.07), so the tie tests above can fail."""
-    original = as_bv.NodeOrder.top
-    monkeypatch.setattr(as_bv.NodeOrder, "top", lambda self, tokens: 0 if original(self, tokens) == 1 and 0 in tokens else original(self, tokens))
+    original = as_bv_fast.NodeOrder.top
+    monkeypatch.setattr(as_bv_fast.NodeOrder, "top", lambda self, tokens: 0 if original(self, tokens) == 1 and 0 in tokens else original(self, tokens))
     assert fidelity_error(METHODS["as_bv"], constant(TIED[0]), constant(TIED[1]), 2, 2) > 0.03
 
 
@@ -141,10 +142,10 @@ def test_running_on_the_draft_support_is_exact(K, L, seed, monkeypatch, large_vo
     """The support path (both phases on the draft's 2 tokens plus one cell for the other 4
     tokens' target mass), switched on at this size with the large-vocabulary stand-ins it
     runs beside: the output law is still the target's."""
-    monkeypatch.setattr(as_bv, "SUPPORT_FROM_VOCAB", 0)
+    monkeypatch.setattr(as_bv_fast, "SUPPORT_FROM_VOCAB", 0)
     target, other = dirichlet_pair(6, seed, "independent")
     draft = narrow_head(mixture(target, other, 0.5), 6, lambda context: (1, 4))
-    assert as_bv._on_support(verify_input_for([[1, 4, 1][:L]] * K, target, draft)) is not None  # the path is taken
+    assert as_bv_fast.on_support(verify_input_for([[1, 4, 1][:L]] * K, target, draft)) is not None  # the path is taken
     assert fidelity_error(METHODS["as_bv"], target, draft, K, L) <= 1e-12
 
 
@@ -165,7 +166,7 @@ def test_the_support_path_is_the_same_rule_on_a_large_vocabulary(rule, monkeypat
     # 10 % spread over the whole vocabulary, which the rest cell must carry.
     target = mixture(narrow_head(wide, vocab, lambda context: heads[len(context) % 2]), wide, 0.9)
     draft = narrow_head(mixture(target, other, 0.5), vocab, lambda context: heads[len(context) % 2])
-    default, taus, mixtures = as_bv.SUPPORT_FROM_VOCAB, set(), set()
+    default, taus, mixtures = as_bv_fast.SUPPORT_FROM_VOCAB, set(), set()
     original_node_law = as_bv.node_law
 
     def recording_node_law(*args):
@@ -184,11 +185,11 @@ def test_the_support_path_is_the_same_rule_on_a_large_vocabulary(rule, monkeypat
                 block.append(int(torch.multinomial(draft(tuple(block)), 1, generator=generator)))
             blocks.append(block)
         inp = verify_input_for(blocks, target, draft)
-        monkeypatch.setattr(as_bv, "SUPPORT_FROM_VOCAB", default)
-        assert as_bv._on_support(inp).inp.vocab_size == 401  # the path is taken by default
+        monkeypatch.setattr(as_bv_fast, "SUPPORT_FROM_VOCAB", default)
+        assert as_bv_fast.on_support(inp).inp.vocab_size == 401  # the path is taken by default
         results = {}
         for smallest in (default, vocab + 1):
-            monkeypatch.setattr(as_bv, "SUPPORT_FROM_VOCAB", smallest)
+            monkeypatch.setattr(as_bv_fast, "SUPPORT_FROM_VOCAB", smallest)
             runs = [method.verify(inp, TorchRandomness(torch.Generator().manual_seed(seed))) for seed in range(8)]
             results[smallest > vocab] = (runs, method.expected_accepted(inp))
         (narrow, narrow_expected), (full, full_expected) = results[False], results[True]
@@ -209,8 +210,8 @@ def test_a_support_too_narrow_for_the_large_vocabulary_paths_keeps_the_full_voca
     target, other = dirichlet_pair(1200, 63, "independent")
     draft = narrow_head(other, 1200, lambda context: range(40))
     inp = verify_input_for([[3, 7], [3, 9]], target, draft)
-    assert on_draft_support(inp, as_bv.SUPPORT_FROM_VOCAB) is not None  # it would pay
-    assert as_bv._on_support(inp) is None  # but AS-BV declines it
+    assert on_draft_support(inp, as_bv_fast.SUPPORT_FROM_VOCAB) is not None  # it would pay
+    assert as_bv_fast.on_support(inp) is None  # but AS-BV declines it
 
 
 # AS-BV+H (tests/test_as_bv_handoff.py) shares AS-BV's phases, so the theory-line and K = 1 tests
@@ -222,8 +223,8 @@ RULES = [as_bv, as_bv_handoff]
 @pytest.mark.parametrize("stand_ins", [False, True])
 def test_theory_line_equals_the_enumerated_mean_given_the_drafts(stand_ins, rule, monkeypatch):
     if stand_ins:
-        monkeypatch.setattr(as_bv, "ORDER_HEAD", 2)
-        monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 2)
+        monkeypatch.setattr(as_bv_fast, "ORDER_HEAD", 2)
+        monkeypatch.setattr(as_bv_lp, "MAX_LP_TOKENS", 2)
     target, draft = dirichlet_pair(3, 23, "mixed")
     blocks = list(itertools.product(range(3), repeat=2))
     for drafts in itertools.islice(itertools.product(blocks, repeat=3), 0, None, 23):
@@ -348,10 +349,10 @@ def test_reduced_lambda_lp_reaches_the_full_optimum_when_few_tokens_cross(monkey
         s = torch.stack([dirichlet_model(12, 100 * seed + r, 0.6)(()) for r in range(3)])
         cap = 0.8 * dirichlet_model(12, 100 * seed + 7, 0.6)(())
         crossing = int((~(s <= cap).all(0) & ~(s >= cap).all(0)).sum())
-        full = as_bv.mixture_weights(s, cap)
-        monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 8)
-        reduced = as_bv.mixture_weights(s, cap)
-        monkeypatch.setattr(as_bv, "MAX_LP_TOKENS", 64)
+        full = as_bv_lp.mixture_weights(s, cap)
+        monkeypatch.setattr(as_bv_lp, "MAX_LP_TOKENS", 8)
+        reduced = as_bv_lp.mixture_weights(s, cap)
+        monkeypatch.setattr(as_bv_lp, "MAX_LP_TOKENS", 64)
         if crossing <= 8:
             assert value(reduced, s, cap) == pytest.approx(value(full, s, cap), abs=1e-12)
             checked += 1

@@ -26,10 +26,10 @@ from collections import defaultdict
 import pytest
 import torch
 
-from conftest import constant, dirichlet_pair, f64
+from conftest import constant, dirichlet_pair, f64, fidelity_error
 from spectr_gbv.ceiling import optimal_expected_accepted
-from spectr_gbv.exact import enumerate_outcomes, fidelity_error, iteration_law
-from spectr_gbv.methods import METHODS, as_bv, as_bv_handoff
+from spectr_gbv.exact import enumerate_outcomes, iteration_law
+from spectr_gbv.methods import METHODS, as_bv, as_bv_fast, as_bv_handoff
 
 TIED = ((0.2, 0.4, 0.4), (0.1, 0.2, 0.7))  # tokens 0 and 1 share the ratio q/p = 2
 NODE_TABLES = [TIED, ((0.5, 0.3, 0.2), (0.2, 0.3, 0.5)), ((0.1, 0.2, 0.3, 0.4), (0.4, 0.3, 0.2, 0.1))]
@@ -42,7 +42,7 @@ NODE_TABLES = [TIED, ((0.5, 0.3, 0.2), (0.2, 0.3, 0.5)), ((0.1, 0.2, 0.3, 0.4), 
 @pytest.mark.parametrize("n", [2, 3])
 @pytest.mark.parametrize("head", [256, 2])
 def test_losers_have_the_closed_form_laws_given_how_the_node_selected(q, p, n, head, monkeypatch):
-    monkeypatch.setattr(as_bv, "ORDER_HEAD", head)
+    monkeypatch.setattr(as_bv_fast, "ORDER_HEAD", head)
     target, draft = f64(q), f64(p)
     vocab = len(q)
     law = as_bv.node_law(target, draft, {n: 1.0}, 1.0)

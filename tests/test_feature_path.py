@@ -14,9 +14,9 @@ import itertools
 import pytest
 import torch
 
-from conftest import dirichlet_model
+from conftest import dirichlet_model, fidelity_error
 from spectr_gbv import METHODS, generate
-from spectr_gbv.exact import fidelity_error, sequence_prob
+from spectr_gbv.exact import sequence_prob
 from spectr_gbv.models import FeatureFunctionModel, FeatureReadingDraft, FunctionModel
 from test_statistical import chi_square_p_value
 

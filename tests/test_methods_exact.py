@@ -19,11 +19,10 @@ import itertools
 import pytest
 import torch
 
-from conftest import constant, dirichlet_model, dirichlet_pair
+from conftest import constant, dirichlet_model, dirichlet_pair, fidelity_error
 from spectr_gbv.exact import (
     continued_law,
     enumerate_outcomes,
-    fidelity_error,
     iteration_law,
     target_law,
     total_variation_to_target,

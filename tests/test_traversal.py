@@ -16,8 +16,8 @@ import itertools
 import pytest
 import torch
 
-from conftest import assert_theory_line_is_the_enumerated_mean, constant, dirichlet_pair
-from spectr_gbv.exact import enumerate_outcomes, fidelity_error, iteration_law, verify_input_for
+from conftest import assert_theory_line_is_the_enumerated_mean, constant, dirichlet_pair, fidelity_error
+from spectr_gbv.exact import enumerate_outcomes, iteration_law, verify_input_for
 from spectr_gbv.methods import METHODS, traversal
 from spectr_gbv.randomness import ScriptedRandomness
 

@@ -163,29 +163,28 @@ class VerifyResult:
         """The tau + 1 tokens this iteration emits."""
         return [*self.accepted_tokens, self.final_token]
 
-    @property
-    def rejected_tests(self) -> list[SubBlockTest]:
-        return [t for t in self.tests if not t.accepted]
 
-
-def single_draft_result(
-    inp: VerifyInput, rng: Randomness, tau: int, tests: list[SubBlockTest], weight: float | torch.Tensor = 1.0
+def emit(
+    inp: VerifyInput,
+    rng: Randomness,
+    draft: int | None,
+    depth: int,
+    final: torch.Tensor,  # [V]
+    kind: FinalKind,
+    tests: list[SubBlockTest],
 ) -> VerifyResult:
-    """The end of a single-draft rule (SD, GBV): with tau = L a bonus token from q_{L+1},
-    else a correction token from norm((weight * q_{tau+1} - p_{tau+1})_+)."""
+    """The end of a rule: X^(draft)_{1:depth} accepted, then Y ~ `final` (the iteration's
+    last draw). `draft` may be None only with depth = 0."""
+    accepted = inp.draft_tokens[draft, :depth].tolist() if depth > 0 else []
+    return VerifyResult(accepted, rng.sample(final), kind, final, depth, draft if depth > 0 else None, tests)
+
+
+def single_draft_result(inp: VerifyInput, rng: Randomness, tau: int, tests: list[SubBlockTest]) -> VerifyResult:
+    """The end of SD: with tau = L a bonus token from q_{L+1}, else a correction token from
+    norm((q_{tau+1} - p_{tau+1})_+)."""
     if tau == inp.draft_length:
-        final, kind = inp.target_probs[0, tau], "bonus"
-    else:
-        final, kind = residual(inp.target_probs[0, tau], inp.draft_probs[0, tau], weight), "correction"
-    return VerifyResult(
-        accepted_tokens=inp.draft_tokens[0, :tau].tolist(),
-        final_token=rng.sample(final),
-        final_kind=kind,
-        final_distribution=final,
-        final_position=tau,
-        winning_draft=0 if tau > 0 else None,
-        tests=tests,
-    )
+        return emit(inp, rng, 0, tau, inp.target_probs[0, tau], "bonus", tests)
+    return emit(inp, rng, 0, tau, residual(inp.target_probs[0, tau], inp.draft_probs[0, tau]), "correction", tests)
 
 
 Verify = Callable[[VerifyInput, Randomness], VerifyResult]

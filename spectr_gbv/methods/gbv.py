@@ -9,15 +9,20 @@ ALGORITHMS.md section 3. Single draft: only draft 0 is read.
 
 The helpers `block_weights` and `block_accept_probs` are shared with SpecTr-GBV, whose
 per-draft scan is GBV with a different first weight (ALGORITHMS.md section 4.4, lemma).
+GBV, SpecTr-GBV, AS-BV and AS-BV+H all scan a block with `scan_block` and end the
+scan with `stop_law`: the bonus after a whole block, else GBV's residual at the stop.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import torch
 
-from ..probs import residual_mass, token_probs
+from ..probs import residual, residual_mass, token_probs
 from ..randomness import Randomness
-from .base import SubBlockTest, VerifyInput, VerifyResult, single_draft_result
+from .base import FinalKind, SubBlockTest, VerifyInput, VerifyResult, emit
 
 
 def block_weights(first_weight: torch.Tensor, later_log_ratios: torch.Tensor) -> torch.Tensor:
@@ -86,26 +91,73 @@ def last_success(outcomes: list[bool]) -> int:
     return max((t + 1 for t, ok in enumerate(outcomes) if ok), default=0)
 
 
-def scan_weights(inp: VerifyInput) -> torch.Tensor:
-    """omega of draft 0 ([L]): omega_1 = min(q_1(X_1)/p_1(X_1), 1), then GBV's recursion."""
-    tokens = inp.draft_tokens[0]
-    q, p = token_probs(inp.target_probs[0, :-1], tokens), token_probs(inp.draft_probs[0], tokens)
+@dataclass(frozen=True)
+class BlockScan:
+    """One GBV scan of a block of m tokens: its weights, its coins and where it stopped."""
+
+    omega: torch.Tensor  # [m]
+    tests: list[SubBlockTest]  # the m coins, in order
+    tau: int  # t*, 0..m
+
+
+def scan_block(
+    rng: Randomness,
+    omega: torch.Tensor,  # [m]
+    target_next: torch.Tensor,  # [m-1, V]
+    draft_next: torch.Tensor,  # [m-1, V]
+    draft: int = 0,
+    start: int = 0,
+) -> BlockScan:
+    """GBV's coins on the m tokens of X^(draft) after its first `start` (`scan_coins`), and t*."""
+    outcomes, uniforms, h = scan_coins(rng, omega, target_next, draft_next)
+    tests = [SubBlockTest(draft, start, t + 1, h[t], outcomes[t], uniforms[t]) for t in range(len(outcomes))]
+    return BlockScan(omega, tests, last_success(outcomes))
+
+
+def stop_law(
+    omega: torch.Tensor,  # [m]
+    tau: int,
+    target_rows: torch.Tensor,  # [m+1, V]: q at the nodes after 0..m of the block's tokens
+    draft_rows: torch.Tensor,  # [m, V']: p (AS-BV: D) at the same nodes
+    expand: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, FinalKind]:
+    """The law Y is drawn from when a GBV scan of m tokens stops at tau (ALGORITHMS.md 3.1):
+    q_{m+1} ("bonus") when tau = m, else the correction r_tau = norm((omega_tau q_{tau+1} -
+    p_{tau+1})_+), omega_0 = 1 (the plain SD residual). `expand` puts a draft row kept on a
+    compressed layout (V' != V, `support.OnSupport.expand`) back on the target's vocabulary."""
+    if tau == omega.shape[-1]:
+        return target_rows[tau], "bonus"
+    draft = draft_rows[tau] if expand is None else expand(draft_rows[tau])
+    return residual(target_rows[tau], draft, omega[tau - 1] if tau > 0 else 1.0), "correction"
+
+
+def path_weights(target_drafted: torch.Tensor, draft_drafted: torch.Tensor) -> torch.Tensor:
+    """omega of a block from q(y_t) and p(y_t) at its m tokens ([m] each): omega_1 = min(q_1 / p_1, 1),
+    then GBV's recursion. [m]"""
+    q, p = target_drafted, draft_drafted
     return block_weights((q[0] / p[0]).clamp(max=1.0), log_ratios(q[1:], p[1:]))
 
 
-def scan_probs(inp: VerifyInput) -> tuple[torch.Tensor, torch.Tensor]:
-    """(omega, h) of draft 0, each [L], all computed (theory, tests, viewers)."""
-    omega = scan_weights(inp)
-    return omega, block_accept_probs(omega, inp.target_probs[0, 1:-1], inp.draft_probs[0, 1:])
+def scan_weights(inp: VerifyInput, draft: int = 0, start: int = 0) -> torch.Tensor:
+    """omega of X^(draft)'s tokens at depths start .. L-1 with p, from its node after `start`
+    tokens ([L - start]; start < L). GBV itself scans draft 0 from the root."""
+    L = inp.draft_length
+    tokens = inp.draft_tokens[draft, start:]
+    target, draft_rows = inp.target_probs[draft, start:L], inp.draft_probs[draft, start:]
+    return path_weights(token_probs(target, tokens), token_probs(draft_rows, tokens))
+
+
+def scan_probs(inp: VerifyInput, draft: int = 0, start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(omega, h) of that scan, each [L - start], all computed (theory, tests, viewers)."""
+    omega = scan_weights(inp, draft, start)
+    rows = slice(start + 1, inp.draft_length)  # the nodes after 1 .. m-1 of the block's tokens
+    return omega, block_accept_probs(omega, inp.target_probs[draft, rows], inp.draft_probs[draft, rows])
 
 
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
-    omega = scan_weights(inp)
-    outcomes, uniforms, h = scan_coins(rng, omega, inp.target_probs[0, 1:-1], inp.draft_probs[0, 1:])
-    tests = [SubBlockTest(0, 0, t + 1, h[t], outcomes[t], uniforms[t]) for t in range(inp.draft_length)]
-    tau = last_success(outcomes)
-    weight = omega[tau - 1] if 0 < tau < inp.draft_length else 1.0  # omega_0 = 1: the plain SD residual
-    return single_draft_result(inp, rng, tau, tests, weight)
+    scan = scan_block(rng, scan_weights(inp), inp.target_probs[0, 1:-1], inp.draft_probs[0, 1:])
+    final, kind = stop_law(scan.omega, scan.tau, inp.target_probs[0], inp.draft_probs[0])
+    return emit(inp, rng, 0, scan.tau, final, kind, scan.tests)
 
 
 def all_fail_from(h: torch.Tensor) -> torch.Tensor:

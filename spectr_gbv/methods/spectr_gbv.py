@@ -11,7 +11,7 @@ the target distribution; it lives in `spectr_gbv_released.py`. This one is prove
     rho, beta                                 rho, via spectr.optimal_rho / kseq_beta
     omega_1 = min(f(y_1) / (rho p(y_1|u)), 1) first weight (the rho-scaled SpecTr ratio)
     omega_t, S_t, h_t                         gbv.block_weights / gbv.block_accept_probs
-    t*                                        gbv.last_success
+    t*, the stop's residual                   gbv.scan_block / gbv.stop_law
 
 At node u, the unused drafts through u are tried in order. Each attempt is a GBV scan of
 the draft's remaining m = L - d tokens whose first weight is SpecTr's rho-scaled ratio
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..probs import residual, token_probs
+from ..probs import token_probs
 from ..randomness import Randomness
-from .base import SubBlockTest, VerifyInput, VerifyResult
-from .gbv import all_fail_from, block_accept_probs, block_weights, last_success, log_ratios, scan_coins
+from .base import FinalKind, SubBlockTest, VerifyInput, VerifyResult, emit
+from .gbv import all_fail_from, block_accept_probs, block_weights, log_ratios, scan_block, stop_law
 from .spectr import kseq_beta, kseq_residual, optimal_rho
 
 
@@ -70,11 +70,10 @@ def select_drafts(tensor: torch.Tensor, drafts: list[int]) -> torch.Tensor:
     return tensor[drafts]
 
 
-def committed_node(inp: VerifyInput, depth: int, draft: int, stop: int, omega: torch.Tensor):
-    """After draft j stops at t* < m: the new depth, and the GBV residual as the new f."""
-    new_depth = depth + stop
-    new_target = residual(inp.target_probs[draft, new_depth], inp.draft_probs[draft, new_depth], omega[stop - 1])
-    return new_depth, new_target
+def stop_at(inp: VerifyInput, depth: int, draft: int, stop: int, omega: torch.Tensor) -> tuple[torch.Tensor, FinalKind]:
+    """Draft j's scan from depth d stopped at t*: the bonus law at t* = m, else GBV's residual,
+    which becomes f at the new node u + y_{1:t*}."""
+    return stop_law(omega, stop, inp.target_probs[draft, depth:], inp.draft_probs[draft, depth:])
 
 
 def consistent_unused(inp: VerifyInput, later: list[int], draft: int, depth: int) -> list[int]:
@@ -93,28 +92,22 @@ def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
         weights = node_weights(inp, depth, node_target, unused)
         committed = False
         for position, j in enumerate(unused):
-            omega = weights.omega[position]
-            outcomes, uniforms, h = scan_coins(rng, omega, inp.target_probs[j, depth + 1 : L], inp.draft_probs[j, depth + 1 : L])
-            tests += [SubBlockTest(j, depth, t + 1, h[t], outcomes[t], uniforms[t]) for t in range(L - depth)]
-            stop = last_success(outcomes)
-            if stop == 0:
+            rows = slice(depth + 1, L)  # the nodes after 1 .. m-1 of draft j's remaining tokens
+            scan = scan_block(rng, weights.omega[position], inp.target_probs[j, rows], inp.draft_probs[j, rows], j, depth)
+            tests += scan.tests
+            if scan.tau == 0:
                 continue  # this draft is spent; it is NOT reused deeper
-            if stop == L - depth:  # the whole remaining block: bonus token
-                bonus = inp.target_probs[j, L]
-                return VerifyResult(inp.draft_tokens[j].tolist(), rng.sample(bonus), "bonus", bonus, L, j, tests)
-            depth, node_target = committed_node(inp, depth, j, stop, omega)
+            final, kind = stop_at(inp, depth, j, scan.tau, scan.omega)
+            if kind == "bonus":  # the whole remaining block
+                return emit(inp, rng, j, L, final, kind, tests)
+            depth, node_target = depth + scan.tau, final
             unused, winner, committed = consistent_unused(inp, unused[position + 1 :], j, depth), j, True
             break
         if not committed:  # all unused drafts failed at u: the K-SEQ residual
             node_draft = inp.draft_probs[unused[0], depth]
             final = kseq_residual(node_target, node_draft, weights.rho, len(unused)) if weights.beta > 0 else node_target
-            return _correction(inp, rng, final, depth, winner, tests)
-    return _correction(inp, rng, node_target, depth, winner, tests)  # no draft left at u: Y ~ f
-
-
-def _correction(inp, rng, final: torch.Tensor, depth: int, winner: int | None, tests) -> VerifyResult:
-    accepted = inp.draft_tokens[winner, :depth].tolist() if winner is not None else []
-    return VerifyResult(accepted, rng.sample(final), "correction", final, depth, winner, tests)
+            return emit(inp, rng, winner, depth, final, "correction", tests)
+    return emit(inp, rng, winner, depth, node_target, "correction", tests)  # no draft left at u: Y ~ f
 
 
 def expected_accepted(inp: VerifyInput) -> float:
@@ -140,9 +133,9 @@ def expected_accepted(inp: VerifyInput) -> float:
                     continue
                 gain = float(t)
                 if t < L - depth:
-                    new_depth, new_target = committed_node(inp, depth, j, t, weights.omega[position])
-                    later = consistent_unused(inp, unused[position + 1 :], j, new_depth)
-                    gain += expected(new_depth, new_target, later)
+                    new_target = stop_at(inp, depth, j, t, weights.omega[position])[0]
+                    later = consistent_unused(inp, unused[position + 1 :], j, depth + t)
+                    gain += expected(depth + t, new_target, later)
                 total += reach * prob * gain
             reach *= fail_probs[position]
         return total

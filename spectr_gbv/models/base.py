@@ -20,8 +20,9 @@ with `needs_features = True` reads the target's last hidden state of every commi
 position. Its session has `add_features(features [m, H])`; the target's session then needs
 `prefill()` (feed the prompt but its last token, so the first draft has features) and
 `take_features()` (the features of the positions committed since the last call, taken from
-the forwards it ran anyway). The engine hands them over after every commit; ordinary drafts
-(`needs_features` absent or False) never see any of this.
+the forwards it ran anyway). The engine hands them over after every commit, checking for
+these methods with hasattr; ordinary drafts (`needs_features` absent or False) never see any
+of this.
 """
 
 from __future__ import annotations
@@ -53,21 +54,4 @@ class LanguageModel(Protocol):
     device: torch.device
 
     def start(self, prompt_ids: Sequence[int]) -> DecodeSession:
-        ...
-
-
-class FeatureSource(Protocol):
-    """A target session that can hand its features to a feature-conditioned draft."""
-
-    def prefill(self) -> None:
-        ...
-
-    def take_features(self) -> torch.Tensor:  # [m, H]
-        ...
-
-
-class FeatureReader(Protocol):
-    """A draft session that reads the target's features (its model has needs_features = True)."""
-
-    def add_features(self, features: torch.Tensor) -> None:
         ...

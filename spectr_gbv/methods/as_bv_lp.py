@@ -1,0 +1,153 @@
+"""AS-BV's mixture weights lambda (ALGORITHMS.md 4.9, phase 1 line 4): the LP solver.
+
+At node u, lambda[n] = argmax over the 2-simplex of F(lambda) = sum_x min(lambda . s(x), cap(x)),
+s = the three components' marginals s_r[n] (lex, seq, first, in this order), cap = omega q(. | u).
+Deviation from paper: 4.9 says lambda is the argmax "on a fixed grid". Its golden values are
+reproduced, to 1e-6, only by the exact LP solved by HiGHS with lambda as the first variables (a
+231-point grid misses four of the six, by up to 0.02, through tie-breaking in flat regions), so
+that LP is solved here on tables of at most MAX_LP_TOKENS tokens. Above that, a reduced LP whose
+maximum is found among the vertices of its arrangement, at a cost independent of V beyond a few
+passes. Any deterministic lambda keeps AS-BV exact (lambda depends only on the selected path).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+# The lambda LP keeps at most this many tokens as variables (all of them below it, which
+# is exactly the LP behind the golden values); see `mixture_weights`.
+MAX_LP_TOKENS = 64
+
+# Mixture weights below this are rounding residue of the LP solution and are set to 0.
+NEGLIGIBLE_WEIGHT = 1e-12
+
+
+def node_mixture(marginals: torch.Tensor, cap: torch.Tensor) -> tuple[tuple[float, float, float], torch.Tensor | None]:
+    """lambda at one node, and sum_x min(s_r(x), cap(x)) per r [3] where the large-vocabulary
+    path computed it on the way (None on small tables), which spares the caller passes."""
+    if marginals.shape[-1] <= MAX_LP_TOKENS:
+        return mixture_weights(marginals, cap), None
+    capped = torch.minimum(marginals, cap)
+    capped_sums = capped.sum(-1)
+    return mixture_weights(marginals, cap, capped, capped_sums), capped_sums
+
+
+def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor, capped: torch.Tensor | None = None,
+                    capped_sums: torch.Tensor | None = None) -> tuple[float, float, float]:
+    """lambda = argmax over the 2-simplex of F(lambda) = sum_x min(lambda . s(x), cap(x)),
+    cap = omega q(. | u); F is concave and piecewise linear.
+
+    Up to MAX_LP_TOKENS tokens: the LP max sum_x t_x with t_x <= lambda . s(x), t_x <= cap(x),
+    solved by HiGHS's dual simplex with lambda as the first variables. That is the
+    formulation behind 4.9's golden values; where the maximum is not unique, the solver's
+    vertex is the tie-break, and the golden values depend on it.
+
+    Above that (real vocabularies): a token with s_r(x) <= cap(x) for every r adds
+    lambda . s(x), one with s_r(x) >= cap(x) for every r adds cap(x), exactly. Of the others
+    (whose kink crosses the simplex) the MAX_LP_TOKENS with the widest range stay exact and
+    the rest add their chord sum_r lambda_r min(s_r(x), cap(x)); the maximum of that reduced F
+    is found among the vertices of its arrangement (`_vertex_maximum`). Deviation from
+    paper: a deterministic stand-in for the full argmax, which is all exactness needs, at
+    a cost independent of V beyond a few passes. `capped` = min(s, cap) [3, V] and its row
+    sums may be passed in by a caller that needs them too (`node_law`).
+    """
+    as_bytes = lambda t: np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float64).tobytes()  # noqa: E731
+    if marginals.shape[-1] <= MAX_LP_TOKENS:
+        return _solve_mixture(as_bytes(marginals), as_bytes(cap))
+    capped = torch.minimum(marginals, cap) if capped is None else capped  # [3, V]
+    capped_sums = capped.sum(-1) if capped_sums is None else capped_sums
+    # Row-wise max and min, not .all(0) over [3, V], which costs ten elementwise passes.
+    highest = torch.maximum(torch.maximum(marginals[0], marginals[1]), marginals[2])
+    lowest = torch.minimum(torch.minimum(marginals[0], marginals[1]), marginals[2])
+    crossing = (lowest < cap) & (cap < highest)  # neither all below nor all above the cap
+    # Where a kink crosses, min(highest, cap) = cap and min(lowest, cap) = lowest.
+    spread = torch.where(crossing, cap - lowest, -1.0)
+    kept = torch.topk(spread, MAX_LP_TOKENS, sorted=True).indices
+    kept = kept[crossing[kept]]
+    # Every token but the kept adds sum_r lambda_r min(s_r(x), cap(x)): the chord, and exactly
+    # lambda . s below and cap above (sum_r lambda_r = 1). So one sum serves all of them.
+    linear = capped_sums - capped[:, kept].sum(-1)
+    return _vertex_maximum(as_bytes(marginals[:, kept]), as_bytes(cap[kept]), as_bytes(linear))
+
+
+@lru_cache(maxsize=8192)
+def _solve_mixture(marginals: bytes, cap: bytes) -> tuple[float, float, float]:
+    # Cached on the bytes: exact enumeration and context-free models meet the same node LP
+    # again and again, and the answer is a pure function of the input.
+    from scipy.optimize import linprog
+
+    s = np.frombuffer(marginals, dtype=np.float64).reshape(3, -1)
+    b = np.frombuffer(cap, dtype=np.float64)
+    m = b.shape[0]
+    solution = linprog(
+        np.concatenate([np.zeros(3), -np.ones(m)]),
+        A_ub=np.hstack([-s.T, np.eye(m)]),
+        b_ub=np.zeros(m),
+        A_eq=np.concatenate([np.ones(3), np.zeros(m)])[None],
+        b_eq=[1.0],
+        bounds=[(0.0, None)] * 3 + [(None, float(x)) for x in b],
+        method="highs-ds",
+    )
+    if solution.status != 0:  # never seen; a fixed answer keeps the rule deterministic
+        return (0.0, 1.0, 0.0)
+    return _clean(solution.x[:3])
+
+
+def _clean(weights) -> tuple[float, float, float]:
+    weights = np.clip(np.asarray(weights, dtype=np.float64), 0.0, None)
+    weights[weights < NEGLIGIBLE_WEIGHT] = 0.0
+    return tuple((weights / weights.sum()).tolist())
+
+
+@lru_cache(maxsize=8192)
+def _vertex_maximum(marginals: bytes, cap: bytes, linear: bytes) -> tuple[float, float, float]:
+    """argmax of linear . lambda + sum_x min(lambda . s(x), cap(x)) over the simplex, among the
+    vertices of the arrangement: every point where two of the planes {lambda . s(x) = cap(x)}
+    and {lambda_r = 0} meet on the simplex (a concave piecewise-linear function attains its
+    maximum at one). The first maximal candidate wins; the simplex vertices come first."""
+    b = np.frombuffer(cap, dtype=np.float64)
+    s = np.frombuffer(marginals, dtype=np.float64).reshape(3, -1)
+    normals = np.concatenate([np.eye(3), s.T])  # [m+3, 3]: the edges first
+    levels = np.concatenate([np.zeros(3), b])
+    points = _pair_solutions(normals, levels)
+    points = points.clip(min=0.0)
+    points /= points.sum(-1, keepdims=True)
+    values = points @ np.frombuffer(linear, dtype=np.float64) + np.minimum(points @ s, b).sum(-1)
+    return _clean(points[int(np.argmax(values))])
+
+
+def _pair_solutions(normals: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """For every pair i < j of planes {lambda . normals[i] = levels[i]} (in triu order), the
+    point where both meet the plane sum(lambda) = 1, where that point has no coordinate below
+    -1e-12 and the pair is not (nearly) parallel on it (|det| > 1e-14). [P', 3]
+
+    The rows of R = (a, b, 1) have R^-1 = (b x 1, 1 x a, a x b) / det R as columns, det R =
+    a . (b x 1) (Cramer's rule), so lambda = (l_a (b x 1) + l_b (1 x a) + a x b) / det R. Each
+    term is a product of a function of i and one of j, so det and the three numerators are
+    four small matrix products over all pairs at once; numpy's batched det and solve would
+    spend a LAPACK call on each of the 2211 pairs (m = 64), ten times the cost."""
+    n0, n1, n2 = normals.T
+    cross_one = np.stack([n1 - n2, n2 - n0, n0 - n1], axis=-1)  # n x (1, 1, 1), [M, 3]
+    det = normals @ cross_one.T  # det[i, j] = a . (b x 1)
+    numerators = [  # coordinate k: l_a (b x 1)_k - l_b (a x 1)_k + (a x b)_k
+        np.stack([levels, -cross_one[:, k], normals[:, p], -normals[:, q]], axis=-1)
+        @ np.stack([cross_one[:, k], levels, normals[:, q], normals[:, p]], axis=-1).T
+        for k, (p, q) in enumerate(((1, 2), (2, 0), (0, 1)))
+    ]
+    flat = _pair_index(normals.shape[0])
+    det = det.ravel()[flat]
+    solvable = np.abs(det) > 1e-14
+    coords = [x.ravel()[flat][solvable] / det[solvable] for x in numerators]
+    feasible = (coords[0] >= -1e-12) & (coords[1] >= -1e-12) & (coords[2] >= -1e-12)
+    return np.stack([c[feasible] for c in coords], axis=-1)
+
+
+@lru_cache(maxsize=128)
+def _pair_index(count: int) -> np.ndarray:
+    """Flat indices of the pairs i < j of a [count, count] matrix, in triu order."""
+    i, j = np.triu_indices(count, k=1)
+    return i * count + j
+

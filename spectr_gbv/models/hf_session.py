@@ -1,0 +1,202 @@
+"""The engine's session interface over a loaded transformers model, with KV caches.
+
+Decoding (`HFSession`): the prompt is prefilled once; the cache holds the committed
+context. Drafting expands it to K rows and feeds one token per row per step; scoring
+feeds the pending token(s) and the drafts' distinct prefixes (their trie) in one row with a
+tree attention mask. `commit` keeps the accepted prefix and leaves the correction/bonus
+token pending for the next forward. The whole prefix is never re-encoded.
+
+Loading lives in `spectr_gbv.models.hf`, which re-exports `HFModel` and `HFSession`.
+transformers is imported only when a session starts (its `DynamicCache`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import torch
+
+from ..probs import restricted_head_logits
+from ..trie import DraftTrie
+
+if TYPE_CHECKING:
+    from .hf import LoadedModel
+
+
+class HFModel:
+    """A loaded causal LM as the engine's `LanguageModel`."""
+
+    def __init__(self, loaded: LoadedModel, vocab_size: int | None = None):
+        self.loaded = loaded
+        self.name = loaded.name
+        self.model = loaded.model
+        self.tokenizer = loaded.tokenizer
+        self.vocab_size = vocab_size or len(loaded.tokenizer)
+        self.eos_token_id = loaded.tokenizer.eos_token_id
+        self.device = next(loaded.model.parameters()).device
+        self.max_positions = getattr(loaded.model.config, "max_position_embeddings", None)
+        self.output_token_ids = None
+        if loaded.output_token_ids is not None:
+            # Only these rows of the head are computed; the other logits are -inf.
+            self.output_token_ids = torch.tensor(loaded.output_token_ids, dtype=torch.long, device=self.device)
+            self.output_head = loaded.model.get_output_embeddings().weight[self.output_token_ids].detach().contiguous()
+
+    def start(self, prompt_ids: Sequence[int]) -> "HFSession":
+        return HFSession(self, list(prompt_ids))
+
+
+def _cached_prefix(fed: list[int], tokens: list[int]) -> int:
+    """How many of the emitted tokens the row already holds in its cache: their longest common
+    prefix, but always leaving one token pending (the next forward needs an input)."""
+    keep = 0
+    while keep < min(len(fed), len(tokens) - 1) and fed[keep] == tokens[keep]:
+        keep += 1
+    return keep
+
+
+class HFSession:
+    """One sequence being decoded, with a DynamicCache.
+
+    As a draft: up to K parallel branches (the cache is expanded to K rows while drafting).
+    As a target: `score` feeds the pending tokens and the drafts' trie in ONE row with a tree
+    attention mask, so each distinct prefix is scored once and the committed cache is never
+    copied K-fold; `commit` moves the accepted path's entries into place and crops the rest.
+    For a feature-conditioned draft, `prefill` and `take_features` hand over the target's last
+    hidden states of the committed positions, from forwards that run anyway.
+    """
+
+    def __init__(self, model: HFModel, prompt_ids: list[int]):
+        from transformers import DynamicCache
+
+        self.model = model
+        self.cache = DynamicCache(config=model.model.config)
+        self.cached = 0  # tokens of committed context held in the cache (one row between iterations)
+        self.pending = list(prompt_ids)  # committed tokens not fed yet
+        # Tokens fed after the pending ones, per row, kept on the device (no host sync while
+        # drafting); read back once, at commit.
+        self.branch_tokens: torch.Tensor | None = None  # [K, n]
+        self.trie: DraftTrie | None = None  # the drafts scored by the last `score`
+        self.fed_pending = 0  # pending tokens the last `score` fed before the trie
+        self.collect_features = False  # set by `prefill`: a feature-conditioned draft reads them
+        self.fed_features: torch.Tensor | None = None  # [n, H]: features of the last scoring forward
+        self.features: list[torch.Tensor] = []  # features of committed positions not taken yet
+        self.forward_calls = 0
+
+    def _hidden(self, input_ids: torch.Tensor, **kwargs) -> torch.Tensor:
+        """The base model's last hidden states [rows, n, H] (after the final norm: what the head reads)."""
+        self.forward_calls += 1
+        base = self.model.model.base_model
+        return base(input_ids=input_ids, past_key_values=self.cache, use_cache=True, **kwargs).last_hidden_state
+
+    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits over the shared vocabulary for the given rows only (the head is the costliest
+        layer of a small model); a restricted head computes its rows and leaves -inf elsewhere."""
+        model = self.model
+        if model.output_token_ids is None:
+            return model.model.get_output_embeddings()(hidden)[..., : model.vocab_size].float()
+        return restricted_head_logits(hidden, model.output_head, model.output_token_ids, model.vocab_size)
+
+    @torch.inference_mode()
+    def _forward(self, input_ids: torch.Tensor, keep: int = 1) -> torch.Tensor:
+        """Feed input_ids [K, n]; logits of the last `keep` positions only, [K, keep, V]."""
+        return self._head(self._hidden(input_ids)[:, -keep:])
+
+    def _ids(self, rows: list[list[int]]) -> torch.Tensor:
+        return torch.tensor(rows, dtype=torch.long, device=self.model.device)
+
+    def _expand(self, rows: int) -> None:
+        if rows > 1:
+            self.cache.batch_repeat_interleave(rows)
+
+    @torch.inference_mode()
+    def prefill(self) -> None:
+        """Feed all pending tokens but the last (a forward needs one input to give logits), keeping
+        their features: a feature-conditioned draft needs them before its first draft."""
+        self.collect_features = True
+        if len(self.pending) > 1:
+            hidden = self._hidden(self._ids([self.pending[:-1]]))
+            self.features.append(hidden[0])
+            self.cached += len(self.pending) - 1
+            self.pending = self.pending[-1:]
+
+    def take_features(self) -> torch.Tensor:
+        """[m, H]: the features of the positions committed since the last call, in order."""
+        taken = torch.cat(self.features) if self.features else torch.empty(0, self.model.model.config.hidden_size)
+        self.features = []
+        return taken
+
+    def branch_logits(self, num_branches: int) -> torch.Tensor:
+        logits = self._forward(self._ids([self.pending]))[:, -1]  # [1, V]
+        self.cached += len(self.pending)
+        self.pending = []
+        self._expand(num_branches)
+        self.branch_tokens = torch.empty(num_branches, 0, dtype=torch.long, device=self.model.device)
+        return logits.expand(num_branches, -1)
+
+    def extend_branches(self, tokens: torch.Tensor) -> torch.Tensor:
+        column = tokens.reshape(-1, 1).to(self.model.device)
+        self.branch_tokens = torch.cat([self.branch_tokens, column], dim=1)
+        return self._forward(column)[:, -1]
+
+    @torch.inference_mode()
+    def score(self, blocks: torch.Tensor) -> torch.Tensor:
+        """[K, L] drafts -> [K, L + 1, V] logits: q after the context and after every block prefix,
+        from one forward over the pending tokens and the drafts' distinct prefixes."""
+        trie = DraftTrie.of_blocks(blocks.tolist())
+        m, n, past = len(self.pending), trie.size, self.cached
+        device = self.model.device
+        depths = torch.tensor(trie.depths, dtype=torch.long)
+        positions = torch.cat([torch.arange(past, past + m), past + m - 1 + depths])[None].to(device)
+        allowed = torch.zeros(m + n, past + m + n, dtype=torch.bool)
+        allowed[:, :past] = True  # the committed cache
+        allowed[:m, past : past + m] = torch.ones(m, m, dtype=torch.bool).tril()  # the pending tokens, causally
+        allowed[m:, past : past + m] = True
+        allowed[m:, past + m :] = trie.ancestor_mask()
+        dtype = self.model.model.dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
+        ids = torch.tensor([self.pending + trie.tokens], dtype=torch.long, device=device)
+        hidden = self._hidden(ids, attention_mask=mask[None, None].to(device), position_ids=positions)[0]
+        logits = self._head(hidden[m - 1 :])  # root (q after the context), then one row per node
+        self.fed_features = hidden if self.collect_features else None
+        self.fed_pending = m
+        self.cached += m
+        self.pending = []
+        self.trie = trie
+        return logits[trie.rows_for_blocks().to(device)]
+
+    @torch.inference_mode()  # the cache's tensors are inference tensors: moved in place
+    def _commit_trie(self, branch: int, tokens: list[int]) -> list[int]:
+        trie, base = self.trie, self.cached
+        path = trie.node_of[branch]
+        keep = _cached_prefix([trie.tokens[node] for node in path], tokens)
+        nodes = path[:keep]
+        if nodes != list(range(keep)):  # move the path's entries to the front of the trie's slots
+            source = torch.tensor([base + i for i in nodes], device=self.model.device)
+            for layer in self.cache.layers:
+                layer.keys[:, :, base : base + keep] = layer.keys[:, :, source]
+                layer.values[:, :, base : base + keep] = layer.values[:, :, source]
+        if trie.size > keep:
+            self.cache.crop(-(trie.size - keep))  # transformers crops by a count of tokens to remove
+        if self.fed_features is not None:
+            rows = list(range(self.fed_pending)) + [self.fed_pending + i for i in nodes]
+            self.features.append(self.fed_features[rows])
+        self.fed_features = None
+        self.cached += keep
+        self.trie = None
+        return tokens[keep:]
+
+    def commit(self, branch: int, tokens: Sequence[int]) -> None:
+        tokens = list(tokens)
+        if self.trie is not None:
+            tokens = self._commit_trie(branch, tokens)
+        elif self.branch_tokens is not None:
+            fed = self.branch_tokens[branch].tolist()
+            keep = _cached_prefix(fed, tokens)
+            self.cache.batch_select_indices(torch.tensor([branch], device=self.model.device))
+            surplus = len(fed) - keep
+            if surplus > 0:
+                self.cache.crop(-surplus)
+            self.cached += keep
+            tokens = tokens[keep:]
+        self.pending += tokens
+        self.branch_tokens = None

@@ -1,0 +1,127 @@
+"""AS-BV's speed stand-ins (`as_bv_fast`, `as_bv_lp`) against the plain computations they replace.
+
+Methodology: every fast path here computes a quantity that has a slow, obvious reference, and
+the two are compared on seeded inputs:
+
+* `count_sum` by Horner's rule against the term-by-term sum (relative 1e-12);
+* `NodeOrder`, with a head as wide as the vocabulary and with a narrower one, against the order
+  written out as a list (`below`, `below_mask` and `top` read off that list, exactly);
+* the components' unguarded path (p > 0 everywhere) against the guarded one, to the bit;
+* the vertex search's pair solutions (Cramer's rule, four matrix products) against
+  `numpy.linalg.solve` pair by pair;
+* outcomes: AS-BV with K = 5 drafts (Horner's rule on) against the same rule with the
+  term-by-term sum, under the same seeds: the same tokens, kinds, winners and coins, the
+  final distributions to 1e-12.
+
+The support layout against the full vocabulary, outcome for outcome under the same seeds, is
+`test_the_support_path_is_the_same_rule_on_a_large_vocabulary` in tests/test_as_bv.py; the
+reduced lambda LP against the full one is in the same file. The stand-ins that are a
+different (still exact) rule are covered there by exact enumeration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import dirichlet_model, dirichlet_pair
+from spectr_gbv.exact import verify_input_for
+from spectr_gbv.methods import as_bv, as_bv_fast, as_bv_lp
+from spectr_gbv.randomness import TorchRandomness
+
+
+def reference_order(target: torch.Tensor, draft: torch.Tensor, head_size: int) -> list[int]:
+    """The strict order as a list, lowest first: the tail (tokens outside the head_size likeliest
+    proposals) by id, then the head by q/p, ties broken by the larger id."""
+    vocab = target.shape[-1]
+    head = set(range(vocab)) if vocab <= head_size else set(torch.topk(draft, head_size).indices.tolist())
+    tail = sorted(set(range(vocab)) - head)
+    return tail + sorted(head, key=lambda x: (float(target[x] / draft[x]), x))
+
+
+@pytest.mark.parametrize("head_size", [256, 4])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_head_and_tail_order_is_the_order_it_stands_for(head_size, seed, monkeypatch):
+    monkeypatch.setattr(as_bv_fast, "ORDER_HEAD", head_size)
+    vocab = 12
+    target, draft = dirichlet_model(vocab, seed)(()), dirichlet_model(vocab, seed + 50)(())
+    order = as_bv_fast.strict_order(target, draft)
+    ranked = reference_order(target, draft, head_size)
+    weights = dirichlet_model(vocab, seed + 99)(())
+    expected_below = torch.zeros(vocab, dtype=torch.float64)
+    for place, x in enumerate(ranked):
+        expected_below[x] = sum(float(weights[y]) for y in ranked[:place])
+        mask = order.below_mask(x)
+        assert sorted(mask.nonzero().squeeze(-1).tolist()) == sorted(ranked[:place])
+    assert torch.allclose(order.below(weights), expected_below, rtol=1e-12, atol=1e-15)
+    for tokens in itertools.combinations(range(vocab), 3):
+        assert order.top(list(tokens)) == max(tokens, key=ranked.index)
+
+
+@pytest.mark.parametrize("n", [4, 5, 8])
+def test_count_sums_by_horners_rule_equal_the_term_by_term_sum(n, monkeypatch):
+    generator = torch.Generator().manual_seed(n)
+    carrier = dirichlet_model(64, n)(())
+    below = torch.rand(64, generator=generator, dtype=torch.float64) * (1.0 - carrier)
+    horner = as_bv_fast.count_sum(carrier, below, n)
+    monkeypatch.setattr(as_bv_fast, "HORNER_FROM", 10**9)
+    terms = as_bv_fast.count_sum(carrier, below, n)
+    assert torch.allclose(horner, terms, rtol=1e-12, atol=0.0)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_the_unguarded_components_path_is_the_guarded_one(n):
+    target, draft = dirichlet_model(10, 7)(()), dirichlet_model(10, 8)(())
+    order = as_bv_fast.strict_order(target, draft)
+    assert order.positive
+    below = order.below(draft)
+    fast = as_bv.components(target, draft, order, below, n)
+    guarded = as_bv.components(target, draft, dataclasses.replace(order, positive=False), below, n)
+    assert torch.equal(fast.accept, guarded.accept) and torch.equal(fast.marginals, guarded.marginals)
+
+
+def test_the_vertex_searchs_pair_solutions_equal_a_linear_solve_per_pair():
+    rng = np.random.default_rng(5)
+    normals = np.concatenate([np.eye(3), rng.dirichlet(np.ones(3), size=9)])
+    levels = np.concatenate([np.zeros(3), rng.uniform(0.2, 0.5, size=9)])
+    expected = []
+    for i, j in zip(*np.triu_indices(len(normals), k=1)):
+        system = np.stack([normals[i], normals[j], np.ones(3)])
+        if abs(np.linalg.det(system)) <= 1e-14:
+            continue
+        point = np.linalg.solve(system, [levels[i], levels[j], 1.0])
+        if (point >= -1e-12).all():
+            expected.append(point)
+    assert np.allclose(as_bv_lp._pair_solutions(normals, levels), np.array(expected), rtol=1e-9, atol=1e-12)
+
+
+def test_horners_rule_leaves_every_outcome_of_the_rule_unchanged(monkeypatch):
+    """K = 5 drafts sharing their first token (alive counts of 4 and 5 use Horner's rule), eight
+    seeds per draft tuple, with the fast count sums and again with the term-by-term ones."""
+    target, draft = dirichlet_pair(6, 71, "mixed", concentration=0.5)
+    generator, default = torch.Generator().manual_seed(72), as_bv_fast.HORNER_FROM
+    assert default <= 5
+    for trial in range(6):
+        L = 2 + trial % 2
+        root = int(torch.multinomial(draft(()), 1, generator=generator))
+        blocks = []
+        for _ in range(5):
+            block = [root]
+            while len(block) < L:
+                block.append(int(torch.multinomial(draft(tuple(block)), 1, generator=generator)))
+            blocks.append(block)
+        inp = verify_input_for(blocks, target, draft)
+        runs = {}
+        for horner_from in (default, 10**9):
+            monkeypatch.setattr(as_bv_fast, "HORNER_FROM", horner_from)
+            runs[horner_from] = [as_bv.verify(inp, TorchRandomness(torch.Generator().manual_seed(s))) for s in range(8)]
+        for a, b in zip(*runs.values()):
+            assert (a.tokens, a.final_kind, a.winning_draft) == (b.tokens, b.final_kind, b.winning_draft)
+            assert [(t.draft, t.length, t.accepted, t.uniform) for t in a.tests] == \
+                   [(t.draft, t.length, t.accepted, t.uniform) for t in b.tests]
+            assert [t.accept_prob for t in a.tests] == pytest.approx([t.accept_prob for t in b.tests], abs=1e-12)
+            assert torch.allclose(a.final_distribution, b.final_distribution, rtol=0, atol=1e-12)
