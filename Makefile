@@ -46,10 +46,13 @@ screenshots: $(STAMP) $(BROWSER)
 
 # Each method at its best (K, L) on this machine (a small search first), then 3 repeats,
 # each timed against the AR of the same repeat: median and range of the speedup, per-phase times.
+# Prints the CPU model, its bf16 flags and the target's kernel; writes
+# assets/results/cpu_<class>/<kernel>/bench.{md,json}. SPECTR_GBV_CPU_DTYPE=float32 make bench
+# stands in for a CPU without native bf16.
 bench: $(STAMP)
 	$(PY) -m spectr_gbv.bench --search --repeats 3 --max-new-tokens 96 --temperature 0.7 \
 		--methods sd gbv spectr spectr_gbv as_bv as_bv_handoff spectr_gbv_released \
-		--json assets/results/cpu_bench.json --markdown assets/results/cpu_bench.md
+		--results assets/results
 
 bench-verify: $(STAMP)
 	$(PY) -m spectr_gbv.bench.verify

@@ -7,10 +7,12 @@ finished before a budget stop), else from the independent runs; the outputs say 
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.ceiling import run_ceiling
+from spectr_gbv.models.cpu_kernel import server_note
 from spectr_gbv.coupled import CoupledRun
 from spectr_gbv.records import RunRecord
 
@@ -93,6 +95,9 @@ class CompareView:
         sources = ("Texts and speedups: independent runs (first seed). Charts: "
                    + ("coupled runs, the same drafts and random draws for every method." if self.coupled_runs
                       else "independent runs."))
+        note = server_note(self.pair.target)
+        if note and self.timed:  # why speculation pays on this machine, or does not
+            sources += f" Speedups on {html.escape(note)}."
         return header_html(line) + f'<div class="compare-sources">{sources}</div>'
 
     def outputs(self, final: bool = False) -> "Compared":
@@ -108,6 +113,7 @@ class CompareView:
         device = str(getattr(pair.target, "device", "cpu"))
         data = {
             "pair": pair.info.key, "methods": self.methods, "coupled": self.coupled, "device": device,
+            "server": server_note(pair.target),
             "seeds": self.seeds, "stopped": self.stop.text() if self.stop else None, "finished_methods": done,
             AUTOREGRESSIVE: self.ar[0].summary() if self.ar else None,
             "independent": [first[m].summary() | {"accepted_length_histogram": first[m].accepted_length_histogram}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from spectr_gbv.engine import decode_iterations, run_record
+from spectr_gbv.models.cpu_kernel import server_note
 
 from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
@@ -94,7 +95,7 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
     record = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
     state = RunState(pair.info.key, record, texts, heading, config.max_new_tokens)
     summary = record.summary() | {"pair": state.pair, "text": pair.text(record.tokens),
-                                  "stopped": stop.text() if stop else None}
+                                  "stopped": stop.text() if stop else None, "server": server_note(pair.target)}
     yield Generated(provenance_html(record, pair.token_text), header_line(**heading, stop=stop) + metrics_line(record),
                     summary, state, *explorer.start(state))
 

@@ -26,6 +26,7 @@ import json
 import platform
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -144,6 +145,8 @@ def search(target, draft, prompts, methods, T, n) -> tuple[dict, list[dict]]:
 
 def run(args) -> dict:
     target, draft, tokenizer = load_pair(args.target, args.draft)
+    kernel = getattr(target.loaded, "kernel", None)  # the default target's CPU kernel (models.cpu_kernel)
+    print(cpu_line(kernel), flush=True)
     assistant = draft if isinstance(draft, HFModel) else None
     if assistant is None and args.target == "default":  # transformers cannot run a feature-conditioned draft
         assistant = HFModel(load_model(DEFAULT_DRAFT, device=target.device, dtype=target.model.dtype), target.vocab_size)
@@ -177,9 +180,29 @@ def run(args) -> dict:
         "target": target.name, "draft": draft.name, "assistant": assistant.name if assistant else None,
         "device": str(target.device),
         "machine": f"{platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads",
+        "cpu": cpu_line(kernel), "kernel": kernel.summary() if kernel is not None else None,
         "prompts": list(PROMPTS), "max_new_tokens": n, "temperature": T, "repeats": args.repeats,
         "best_settings": {m: list(v) for m, v in best.items()}, "search": search_rows, "rows": rows,
     }
+
+
+def cpu_line(kernel) -> str:
+    """The CPU model, its bf16 flags and the target's kernel, for the header of every result."""
+    from ..models import cpu_kernel
+
+    flags = cpu_kernel.cpu_flags()
+    native = sorted(flags & {"avx512_bf16", "amx_bf16"})
+    line = (f"CPU: {cpu_kernel.cpu_model()} ({cpu_kernel.cpu_class(flags)}; native bf16 flags: "
+            f"{', '.join(native) or 'none'})")
+    return line + (f"; {kernel.note()}" if kernel is not None else "")
+
+
+def results_folder(root: str, kernel: str) -> Path:
+    """Result files are kept per CPU class and kernel: ROOT/cpu_<class>/<kernel>/."""
+    from ..models import cpu_kernel
+
+    klass = cpu_kernel.cpu_class(cpu_kernel.cpu_flags()).lower().replace("-", "_")
+    return Path(root) / f"cpu_{klass}" / kernel
 
 
 def _fmt(value, spec=".2f"):
@@ -196,6 +219,7 @@ def _row(r: dict) -> str:
 
 def markdown(result: dict) -> str:
     lines = [
+        result.get("cpu", ""), "",
         f"Target: {result['target']}; draft: {result['draft']}; assisted-generation draft: {result['assistant']}; "
         f"device: {result['device']} ({result['machine']}); prompts: {', '.join(result['prompts'])}; "
         f"{result['max_new_tokens']} new tokens each; T = {result['temperature']}; {result['repeats']} repeats, each "
@@ -224,6 +248,7 @@ def main() -> None:
     parser.add_argument("--search", action="store_true", help="pick each method's (K, L) on a small grid first")
     parser.add_argument("--json")
     parser.add_argument("--markdown")
+    parser.add_argument("--results", help="write bench.json and bench.md under RESULTS/cpu_<class>/<kernel>/")
     args = parser.parse_args()
     result = run(args)
     table = markdown(result)
@@ -234,6 +259,12 @@ def main() -> None:
     if args.markdown:
         with open(args.markdown, "w") as fh:
             fh.write(table + "\n")
+    if args.results:
+        folder = results_folder(args.results, result["kernel"]["kernel"] if result["kernel"] else "default")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "bench.json").write_text(json.dumps(result, indent=2))
+        (folder / "bench.md").write_text(table + "\n")
+        print(f"-> {folder}/bench.md")
 
 
 if __name__ == "__main__":

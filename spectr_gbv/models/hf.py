@@ -20,6 +20,7 @@ Decoding: `HFModel` and its KV-cache `HFSession` live in `hf_session` (re-export
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -56,35 +57,15 @@ def pick_dtype(device: torch.device, dtype: torch.dtype | None = None) -> torch.
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
-CPU_DTYPE_ENV = "SPECTR_GBV_CPU_DTYPE"
+def default_target_kernel(loaded: "LoadedModel") -> "LoadedModel":
+    """The offline default target (loaded in fp32 on the CPU) in the kernel `cpu_kernel.choose`
+    measures best on this CPU (fp32, fbgemm fp16 weights, or native bf16), or the one
+    $SPECTR_GBV_CPU_KERNEL / $SPECTR_GBV_CPU_DTYPE names. The target is then that model for
+    every method and for AR alike, so exactness is with respect to it."""
+    from . import cpu_kernel
 
-
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bf16 matrix products natively (AVX512-BF16 or AMX)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return " avx512_bf16" in flags or " amx_bf16" in flags
-
-
-def default_pair_dtype(device: torch.device) -> torch.dtype:
-    """The offline default pair's dtype: bf16 on CUDA, and on a CPU with native bf16.
-
-    Measured on such a CPU (2 cores, `python -m spectr_gbv.bench.forward_profile`-style, one
-    thread): in fp32, MKL's matrix products for 2-25 rows cost several times one row, so
-    scoring 5 positions took 1.8 one-token steps; in bf16 (oneDNN) it takes 1.1, a one-token
-    step is as fast as fp32's and the output head 5x faster. That is what lets speculation pay
-    on a CPU. The target is then the bf16 model for every method and for AR alike (as on CUDA),
-    so exactness is with respect to it. $SPECTR_GBV_CPU_DTYPE=float32 restores fp32."""
-    if device.type == "cuda":
-        return torch.bfloat16
-    chosen = os.environ.get(CPU_DTYPE_ENV, "").strip().lower()
-    if chosen in ("float32", "fp32"):
-        return torch.float32
-    if chosen in ("bfloat16", "bf16"):
-        return torch.bfloat16
-    return torch.bfloat16 if device.type == "cpu" and cpu_has_native_bf16() else torch.float32
+    choice = cpu_kernel.choose(loaded.model, loaded.name, cache_dir())
+    return dataclasses.replace(loaded, model=cpu_kernel.apply_kernel(loaded.model, choice.kernel), kernel=choice)
 
 
 # ---------------------------------------------------------------------------- loading
@@ -200,6 +181,7 @@ class LoadedModel:
     model: "torch.nn.Module"
     tokenizer: object
     output_token_ids: list[int] | None = None  # restricted output head, if the folder has one
+    kernel: object | None = None  # the default target's cpu_kernel.KernelChoice on a CPU
 
 
 def _from_folder_or_hub(source: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
@@ -328,9 +310,11 @@ def load_pair(
     """
     from .feature_draft import WEIGHTS_FILE
 
-    if target == DEFAULT and dtype is None:
-        dtype = default_pair_dtype(pick_device(device))
-    target_loaded = load_model(target, device, dtype)
+    if target == DEFAULT and dtype is None and pick_device(device).type == "cpu":  # the kernel this CPU measures best
+        target_loaded = default_target_kernel(load_model(target, "cpu", torch.float32))
+        dtype = target_loaded.model.get_input_embeddings().weight.dtype  # the draft's (fp16 weights keep fp32 there)
+    else:
+        target_loaded = load_model(target, device, dtype)  # on CUDA: bf16 (pick_dtype)
     if draft is None and draft_layers is None and target == DEFAULT:
         if (FEATURE_DRAFT_ASSETS / WEIGHTS_FILE).is_file():
             draft = DEFAULT_FEATURE_DRAFT

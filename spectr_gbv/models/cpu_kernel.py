@@ -1,0 +1,257 @@
+"""The default target's CPU kernel, chosen per machine by measurement.
+
+Speculation pays when scoring L + 1 positions costs little more than one decoding step, and
+how much more depends on the CPU's matrix kernels (issue "A draft that is accepted"):
+
+| CPU | fp32 (MKL) | fp16 weights (fbgemm) | bf16 |
+|---|---|---|---|
+| AVX512-BF16 / AMX | about 1.8 steps for 5 positions | | about 1.1 (oneDNN, native) |
+| AVX2 only | 2.21 | 1.83 (and a one-token step 1.6x faster) | emulated: several times slower |
+
+So on first load a short probe times, for every candidate this CPU supports, a one-token
+step and a PROBE_POSITIONS-position scoring forward over a PROBE_CONTEXT-token KV cache, and
+picks the candidate with the most predicted speculative tokens per second (the theory of
+`spectr_gbv.theory` at the app's default draft length, with the draft's measured acceptance
+and step cost). The choice is cached per CPU model, flags, torch version and thread count.
+`$SPECTR_GBV_CPU_KERNEL` (float32, fp16-weights, bfloat16) overrides it, and so does the older
+`$SPECTR_GBV_CPU_DTYPE`.
+
+Exactness does not depend on the choice: AR and every method decode with the same target (the
+model as converted), so "the target's distribution" is that model's, for all of them alike.
+Candidates:
+* `float32`: the model as loaded;
+* `fp16-weights`: every decoder Linear swapped for fbgemm's dynamic fp16-weight Linear
+  (`torch.ao.quantization.quantize_dynamic(..., dtype=torch.float16)`: weights stored in fp16,
+  products in fp32); the output head and embedding stay fp32, so the feature draft shares them;
+* `bfloat16`: the whole model in bf16, a candidate only where the CPU computes bf16 natively.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import platform
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+KERNEL_ENV = "SPECTR_GBV_CPU_KERNEL"
+DTYPE_ENV = "SPECTR_GBV_CPU_DTYPE"  # the older override: float32 or bfloat16
+KERNELS = ("float32", "fp16-weights", "bfloat16")
+KERNEL_LABELS = {"float32": "fp32", "fp16-weights": "fp16 weights (fbgemm)", "bfloat16": "bf16"}
+PROBE_POSITIONS = 4
+PROBE_CONTEXT = 100
+PROBE_REPEATS = 7
+# The prediction's draft: the default feature draft's held-out acceptance and step cost
+# (assets/results/default_draft.md: alpha 0.476, a draft step 6 % of a target step) at the
+# app's default K = 1 equivalent, L = 3 (4 scored positions).
+PREDICTION_ALPHA = 0.476
+PREDICTION_DRAFT_COST = 0.06
+PREDICTION_DRAFT_LENGTH = PROBE_POSITIONS - 1
+
+
+def cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_class(flags: set[str]) -> str:
+    """The class that decides which kernels are fast: AMX, AVX512-BF16, AVX512, AVX2 or other."""
+    if "amx_bf16" in flags:
+        return "AMX-BF16"
+    if "avx512_bf16" in flags:
+        return "AVX512-BF16"
+    if "avx512f" in flags:
+        return "AVX512"
+    if "avx2" in flags and "fma" in flags:
+        return "AVX2"
+    return "other"
+
+
+def candidates(flags: set[str]) -> list[str]:
+    """The kernels worth probing on this CPU: bf16 only where it is native (emulated bf16 is several times slower)."""
+    found = ["float32"]
+    if "fbgemm" in torch.backends.quantized.supported_engines and "f16c" in flags:
+        found.append("fp16-weights")
+    if "avx512_bf16" in flags or "amx_bf16" in flags:
+        found.append("bfloat16")
+    return found
+
+
+def apply_kernel(model: torch.nn.Module, kernel: str) -> torch.nn.Module:
+    """`model` (fp32, on the CPU) converted to `kernel`, in place where possible; returns the model to use."""
+    if kernel == "float32":
+        return model.float()
+    if kernel == "bfloat16":
+        return model.to(torch.bfloat16)
+    if kernel == "fp16-weights":
+        from torch.ao.quantization import quantize_dynamic
+
+        names = {name for name, module in model.named_modules()
+                 if isinstance(module, torch.nn.Linear) and module is not model.get_output_embeddings()}
+        with warnings.catch_warnings():  # the eager API is deprecated in favour of torchao; it is what ships with torch
+            warnings.simplefilter("ignore")
+            return quantize_dynamic(model, names, dtype=torch.float16, inplace=True)
+    raise ValueError(f"unknown CPU kernel {kernel!r}; choose one of: {', '.join(KERNELS)}")
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    kernel: str
+    step_ms: float  # one-token decoding step, the fastest of the probe
+    score_ms: float  # PROBE_POSITIONS positions in one forward, the fastest of the probe
+
+    @property
+    def ratio(self) -> float:
+        """Scoring PROBE_POSITIONS positions, in one-token steps."""
+        return self.score_ms / self.step_ms
+
+    def predicted_tokens_per_second(self) -> float:
+        """Speculative decoding's predicted rate with this kernel (SD model: i.i.d. acceptance)."""
+        from ..theory import single_draft_tokens
+
+        tokens = single_draft_tokens(PREDICTION_ALPHA, PREDICTION_DRAFT_LENGTH)
+        seconds = (self.score_ms + PREDICTION_DRAFT_LENGTH * PREDICTION_DRAFT_COST * self.step_ms) / 1000
+        return tokens / seconds
+
+    def predicted_speedup(self) -> float:
+        """The same, against plain decoding with the same kernel."""
+        return self.predicted_tokens_per_second() * self.step_ms / 1000
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    kernel: str
+    cpu_class: str
+    cpu_model: str
+    costs: tuple[KernelCost, ...] = field(default_factory=tuple)
+    reason: str = "measured"  # or the override that set it
+
+    def cost(self) -> KernelCost | None:
+        return next((c for c in self.costs if c.kernel == self.kernel), None)
+
+    def note(self) -> str:
+        """One line for the page, beside every speedup: why speculation pays here, or does not."""
+        line = f"this server: {self.cpu_class}, {KERNEL_LABELS.get(self.kernel, self.kernel)}"
+        cost = self.cost()
+        if cost is not None:
+            line += f"; scoring {PROBE_POSITIONS} positions costs {cost.ratio:.2f} one-token steps"
+        return line + ("" if self.reason == "measured" else f" ({self.reason})")
+
+
+    def summary(self) -> dict:
+        return {"cpu_class": self.cpu_class, "cpu_model": self.cpu_model, "kernel": self.kernel, "reason": self.reason,
+                "probe_positions": PROBE_POSITIONS, "probe_context": PROBE_CONTEXT,
+                "costs": [asdict(c) | {"ratio": round(c.ratio, 3),
+                                       "predicted_speedup": round(c.predicted_speedup(), 3)} for c in self.costs]}
+
+
+def best(costs: list[KernelCost]) -> KernelCost:
+    return max(costs, key=lambda c: c.predicted_tokens_per_second())
+
+
+def override(flags: set[str]) -> tuple[str, str] | None:
+    """(kernel, reason) from the environment, or None."""
+    chosen = os.environ.get(KERNEL_ENV, "").strip().lower()
+    if chosen:
+        if chosen not in KERNELS:
+            raise ValueError(f"${KERNEL_ENV}={chosen!r}: choose one of {', '.join(KERNELS)}")
+        return chosen, f"${KERNEL_ENV}={chosen}"
+    older = os.environ.get(DTYPE_ENV, "").strip().lower()
+    if older in ("float32", "fp32"):
+        return "float32", f"${DTYPE_ENV}={older}"
+    if older in ("bfloat16", "bf16"):
+        return "bfloat16", f"${DTYPE_ENV}={older}"
+    return None
+
+
+@torch.inference_mode()
+def time_forwards(model: torch.nn.Module, positions: int = PROBE_POSITIONS, context: int = PROBE_CONTEXT,
+                  repeats: int = PROBE_REPEATS) -> tuple[float, float]:
+    """(one-token step ms, `positions`-position forward ms), the fastest of `repeats`, over a `context`-token KV cache."""
+    from transformers import DynamicCache
+
+    vocab = model.config.vocab_size
+    ids = torch.randint(0, vocab, (1, context + positions), generator=torch.Generator().manual_seed(0))
+    cache = DynamicCache(config=model.config)
+    model(input_ids=ids[:, :context], past_key_values=cache, use_cache=True)
+
+    def timed(n: int) -> float:
+        started = time.perf_counter()
+        model(input_ids=ids[:, context : context + n], past_key_values=cache, use_cache=True)
+        elapsed = time.perf_counter() - started
+        cache.crop(-n)  # transformers crops by a count of tokens to remove
+        return elapsed * 1000
+
+    timed(1), timed(positions)  # warm-up
+    steps, scores = [], []
+    for _ in range(repeats):  # interleaved, so a drifting machine moves both
+        steps.append(timed(1))
+        scores.append(timed(positions))
+    # the fastest of the repeats: another process on the machine only ever adds time
+    return min(steps), min(scores)
+
+
+def probe(model: torch.nn.Module, kernels: list[str]) -> list[KernelCost]:
+    """Each kernel's costs, timed on a converted copy of the fp32 `model`."""
+    costs = []
+    for kernel in kernels:
+        candidate = apply_kernel(copy.deepcopy(model), kernel)
+        costs.append(KernelCost(kernel, *time_forwards(candidate)))
+        del candidate
+    return costs
+
+
+def _cache_file(cache: Path, model_name: str, flags: set[str]) -> Path:
+    key = json.dumps([cpu_model(), sorted(flags), torch.__version__, torch.get_num_threads(), model_name])
+    return cache / "cpu-kernel" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def choose(model: torch.nn.Module, model_name: str, cache: Path | None = None) -> KernelChoice:
+    """The kernel for `model` (fp32, CPU) on this machine: the override, the cached probe, or a new probe."""
+    flags = cpu_flags()
+    klass, name = cpu_class(flags), cpu_model()
+    forced = override(flags)
+    if forced is not None:
+        return KernelChoice(forced[0], klass, name, reason=forced[1])
+    path = _cache_file(cache, model_name, flags) if cache is not None else None
+    if path is not None and path.is_file():
+        try:
+            saved = json.loads(path.read_text())
+            costs = tuple(KernelCost(c["kernel"], c["step_ms"], c["score_ms"]) for c in saved["costs"])
+            return KernelChoice(best(list(costs)).kernel, klass, name, costs)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a damaged cache entry: probe again
+    costs = tuple(probe(model, candidates(flags)))
+    choice = KernelChoice(best(list(costs)).kernel, klass, name, costs)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(choice.summary(), indent=2))
+    return choice
+
+
+def server_note(model) -> str | None:
+    """The kernel note of an engine model (an HFModel of the default target on a CPU), else None."""
+    choice = getattr(getattr(model, "loaded", None), "kernel", None)
+    return choice.note() if choice is not None else None
