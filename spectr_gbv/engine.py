@@ -191,7 +191,7 @@ def _start_feature_feed(target, draft, target_session, draft_session, prompt_ids
                          f"{getattr(target, 'name', 'model')!r} does not provide")
     if len(prompt_ids) < 2:
         raise ValueError("a feature-conditioned draft needs a prompt of at least two tokens")
-    target_session.prefill()
+    target_session.prefill(getattr(draft, "feature_layers", ()))
     draft_session.add_features(target_session.take_features())
 
 

@@ -3,6 +3,7 @@ the session consumes the features the target hands over, and bad files are refus
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -21,11 +22,17 @@ from spectr_gbv.models.feature_draft import (
 SHAPE = FeatureDraftShape(hidden_size=32, num_heads=4, num_kv_heads=2, head_dim=8, intermediate_size=48,
                           rope_theta=10000.0, rms_norm_eps=1e-6)
 VOCAB = 40
+FUSED = dataclasses.replace(SHAPE, feature_layers=(0, 1, 2))  # EAGLE-3: three target layers' outputs fused
+SHAPES = pytest.mark.parametrize("shape", [SHAPE, FUSED], ids=["final-norm feature", "three fused layers"])
 
 
-def tiny_draft(seed: int = 0) -> tuple[FeatureDraftHead, FeatureDraftModel]:
+def feature_width(shape: FeatureDraftShape) -> int:
+    return shape.hidden_size * max(len(shape.feature_layers), 1)
+
+
+def tiny_draft(seed: int = 0, shape: FeatureDraftShape = SHAPE) -> tuple[FeatureDraftHead, FeatureDraftModel]:
     torch.manual_seed(seed)
-    head = FeatureDraftHead(SHAPE)
+    head = FeatureDraftHead(shape)
     with torch.no_grad():
         for p in head.parameters():
             p.add_(0.05 * torch.randn_like(p))  # norms away from 1, so a wrong norm shows
@@ -35,12 +42,13 @@ def tiny_draft(seed: int = 0) -> tuple[FeatureDraftHead, FeatureDraftModel]:
     return head, model
 
 
-def test_unrolled_training_equals_inference_drafting():
-    head, model = tiny_draft()
+@SHAPES
+def test_unrolled_training_equals_inference_drafting(shape):
+    head, model = tiny_draft(shape=shape)
     torch.manual_seed(1)
     length, context = 14, 7
     tokens = torch.randint(0, VOCAB, (length,))
-    features = torch.randn(length, SHAPE.hidden_size)
+    features = torch.randn(length, feature_width(shape))
     # training view: entries t = 0..length-2 with f_t and token t+1
     with torch.no_grad():
         for start in (0, 3):
@@ -62,11 +70,12 @@ def test_unrolled_training_equals_inference_drafting():
             torch.testing.assert_close(third[0, model.output_token_ids], g3 @ model.output_head.T, atol=1e-5, rtol=1e-5)
 
 
-def test_next_iteration_uses_the_committed_true_features():
-    head, model = tiny_draft(3)
+@SHAPES
+def test_next_iteration_uses_the_committed_true_features(shape):
+    head, model = tiny_draft(3, shape)
     torch.manual_seed(4)
     tokens = torch.randint(0, VOCAB, (16,))
-    features = torch.randn(16, SHAPE.hidden_size)
+    features = torch.randn(16, feature_width(shape))
     session = model.start(tokens[:5].tolist())
     session.add_features(features[:4])
     session.branch_logits(3)
@@ -162,3 +171,41 @@ def test_meta_without_a_tensor_is_refused(tmp_path):
     with pytest.raises(ValueError, match="wrong tensors.*fc.weight"):
         load_feature_draft_head(tmp_path, _target_config(), tokenizer, "t")
     assert json.loads((tmp_path / "feature_draft.json").read_text())["hidden_size"] == SHAPE.hidden_size
+
+
+def test_a_fused_head_reads_the_targets_layer_outputs_from_the_scoring_forward(tmp_path):
+    """On a real (tiny) transformers target: the features the engine hands a fused head are the
+    outputs of its layers, as a full forward computes them, position by position; and decoding
+    with it stays exact (greedy speculative decoding equals greedy AR)."""
+    from spectr_gbv import generate
+    from spectr_gbv.models.hf import HFModel, load_model
+    from tiny_models import save_tiny_llama
+
+    loaded = load_model(str(save_tiny_llama(tmp_path / "target", seed=1)), device="cpu", dtype=torch.float32)
+    target = HFModel(loaded)
+    config = loaded.model.config
+    shape = FeatureDraftShape.of_target(config, feature_layers=(0, 1))
+    torch.manual_seed(0)
+    head = FeatureDraftHead(shape)
+    draft = FeatureDraftModel(head, loaded.model.get_input_embeddings().weight.detach(),
+                              loaded.model.get_output_embeddings().weight.detach(), list(range(config.vocab_size)),
+                              config.vocab_size, None, "tiny fused draft")
+    handed = []
+    real_start = draft.start
+
+    def recording_start(prompt_ids):
+        session = real_start(prompt_ids)
+        real_add = session.add_features
+        session.add_features = lambda features: (handed.append(features.clone()), real_add(features))[1]
+        return session
+
+    draft.start = recording_start
+    prompt = [3, 4, 5, 6]
+    run = generate(target, draft, prompt, method="sd", draft_length=3, temperature=0, max_new_tokens=10)
+    assert run.tokens == generate(target, None, prompt, method="ar", temperature=0, max_new_tokens=10).tokens
+    features = torch.cat(handed)  # every committed position but the last, in order
+    with torch.inference_mode():
+        states = loaded.model.model(torch.tensor([prompt + run.tokens]), output_hidden_states=True).hidden_states
+    expected = torch.cat([states[1], states[2]], dim=-1)[0, : features.shape[0]]
+    assert features.shape[-1] == 2 * config.hidden_size
+    torch.testing.assert_close(features, expected, atol=1e-4, rtol=1e-4)

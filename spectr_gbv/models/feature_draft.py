@@ -50,13 +50,21 @@ class FeatureDraftShape:
     intermediate_size: int
     rope_theta: float
     rms_norm_eps: float
+    # The target layers whose outputs the head fuses (EAGLE-3: low, middle, high); empty: it
+    # reads the target's final-norm output, as the first feature drafts did.
+    feature_layers: tuple[int, ...] = ()
 
     @classmethod
-    def of_target(cls, config) -> "FeatureDraftShape":
+    def of_target(cls, config, feature_layers=()) -> "FeatureDraftShape":
+        last = getattr(config, "num_hidden_layers", 0) - 1
+        if feature_layers and any(not 0 <= i < last for i in feature_layers):
+            # transformers hands out the last layer's output after the final norm: not what was trained on
+            raise ValueError(f"feature layers {tuple(feature_layers)} must lie in 0..{last - 1} of the target's "
+                             f"{config.num_hidden_layers} layers")
         rope = (getattr(config, "rope_parameters", None) or {}).get("rope_theta", getattr(config, "rope_theta", 10000.0))
         return cls(config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
                    getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
-                   config.intermediate_size, float(rope), float(config.rms_norm_eps))
+                   config.intermediate_size, float(rope), float(config.rms_norm_eps), tuple(feature_layers))
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
@@ -89,6 +97,9 @@ class FeatureDraftHead(torch.nn.Module):
         super().__init__()
         self.shape = shape
         h, a, kv, d, m = shape.hidden_size, shape.num_heads, shape.num_kv_heads, shape.head_dim, shape.intermediate_size
+        if shape.feature_layers:  # EAGLE-3: each layer's output normed, then fused into one feature
+            self.norm_layers = torch.nn.ModuleList(RMSNorm(h, shape.rms_norm_eps) for _ in shape.feature_layers)
+            self.fuse = torch.nn.Linear(len(shape.feature_layers) * h, h, bias=False)
         self.norm_feature = RMSNorm(h, shape.rms_norm_eps)
         self.norm_embedding = RMSNorm(h, shape.rms_norm_eps)
         self.fc = torch.nn.Linear(2 * h, h, bias=False)
@@ -125,8 +136,16 @@ class FeatureDraftHead(torch.nn.Module):
         emb = torch.cat([freqs, freqs], dim=-1)
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
+    def fused(self, features: torch.Tensor) -> torch.Tensor:
+        """The target's features [..., F * H] (F fused layers) -> [..., H]; a predicted feature g is already [..., H]."""
+        h = self.shape.hidden_size
+        if not self.shape.feature_layers or features.shape[-1] == h:
+            return features
+        parts = features.split(h, dim=-1)
+        return self.fuse(torch.cat([norm(part) for norm, part in zip(self.norm_layers, parts)], dim=-1))
+
     def entry_inputs(self, features: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.cat([self.norm_feature(features), self.norm_embedding(embeddings)], dim=-1))
+        return self.fc(torch.cat([self.norm_feature(self.fused(features)), self.norm_embedding(embeddings)], dim=-1))
 
     def qkv(self, x: torch.Tensor, positions: torch.Tensor):
         """x [B, S, H] -> q [B, A, S, D], k, v [B, KV, S, D] with RoPE at `positions` [S]."""
@@ -221,7 +240,7 @@ def load_feature_draft_head(folder: Path, target_config, target_tokenizer, targe
     except (SafetensorError, OSError, ValueError) as error:
         raise ValueError(f"the feature-conditioned draft {weights} is unreadable or truncated ({error}); "
                          f"{rebuild_hint(folder)}") from error
-    shape = FeatureDraftShape.of_target(target_config)
+    shape = FeatureDraftShape.of_target(target_config, meta.get("feature_layers", ()))
     checks = [("hidden size", meta.get("hidden_size"), shape.hidden_size),
               ("vocabulary size", meta.get("vocab_size"), len(target_tokenizer)),
               ("tokenizer", meta.get("tokenizer"), tokenizer_fingerprint(target_tokenizer))]
@@ -248,7 +267,7 @@ def load_feature_draft_head(folder: Path, target_config, target_tokenizer, targe
 
 class FeatureDraftModel:
     """The head as the engine's `LanguageModel`; its sessions need the target's features
-    (`needs_features`): the engine hands them over after every commit."""
+    (`needs_features`, of the layers `feature_layers`): the engine hands them over after every commit."""
 
     needs_features = True
 
@@ -266,6 +285,7 @@ class FeatureDraftModel:
         self.eos_token_id = eos_token_id
         self.name = name
         self.max_positions = max_positions
+        self.feature_layers = head.shape.feature_layers
 
     def logits(self, g: torch.Tensor) -> torch.Tensor:
         """Predicted features [..., H] -> logits over the full vocabulary (restricted head)."""

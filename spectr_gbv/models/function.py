@@ -96,7 +96,7 @@ class FeatureFunctionSession(FunctionSession):
         super().__init__(model, context)
         self.handed = 0  # positions whose features were taken
 
-    def prefill(self) -> None:
+    def prefill(self, feature_layers: tuple[int, ...] = ()) -> None:
         pass  # features are computed from the context on demand
 
     def take_features(self) -> torch.Tensor:

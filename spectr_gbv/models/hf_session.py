@@ -78,15 +78,26 @@ class HFSession:
         self.trie: DraftTrie | None = None  # the drafts scored by the last `score`
         self.fed_pending = 0  # pending tokens the last `score` fed before the trie
         self.collect_features = False  # set by `prefill`: a feature-conditioned draft reads them
+        self.feature_layers: tuple[int, ...] = ()  # the layers whose outputs it fuses (empty: the final norm's)
+        self.last_features: torch.Tensor | None = None  # [rows, n, F] of the last forward, when collecting
         self.fed_features: torch.Tensor | None = None  # [n, H]: features of the last scoring forward
         self.features: list[torch.Tensor] = []  # features of committed positions not taken yet
         self.forward_calls = 0
 
     def _hidden(self, input_ids: torch.Tensor, **kwargs) -> torch.Tensor:
-        """The base model's last hidden states [rows, n, H] (after the final norm: what the head reads)."""
+        """The base model's last hidden states [rows, n, H] (after the final norm: what the head reads).
+
+        When collecting features for a draft that fuses layers (EAGLE-3), the same forward also
+        keeps those layers' outputs, concatenated, in `last_features`; else the final norm's."""
         self.forward_calls += 1
         base = self.model.model.base_model
-        return base(input_ids=input_ids, past_key_values=self.cache, use_cache=True, **kwargs).last_hidden_state
+        fused = self.collect_features and bool(self.feature_layers)
+        out = base(input_ids=input_ids, past_key_values=self.cache, use_cache=True, output_hidden_states=fused or None,
+                   **kwargs)
+        if self.collect_features:  # hidden_states[i + 1] is the output of layer i
+            self.last_features = (torch.cat([out.hidden_states[i + 1] for i in self.feature_layers], dim=-1)
+                                  if fused else out.last_hidden_state)
+        return out.last_hidden_state
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits over the shared vocabulary for the given rows only (the head is the costliest
@@ -109,19 +120,22 @@ class HFSession:
             self.cache.batch_repeat_interleave(rows)
 
     @torch.inference_mode()
-    def prefill(self) -> None:
+    def prefill(self, feature_layers: tuple[int, ...] = ()) -> None:
         """Feed all pending tokens but the last (a forward needs one input to give logits), keeping
-        their features: a feature-conditioned draft needs them before its first draft."""
+        their features: a feature-conditioned draft needs them before its first draft.
+        `feature_layers`: the target layers whose outputs the draft fuses (empty: the final norm's)."""
         self.collect_features = True
+        self.feature_layers = tuple(feature_layers)
         if len(self.pending) > 1:
-            hidden = self._hidden(self._ids([self.pending[:-1]]))
-            self.features.append(hidden[0])
+            self._hidden(self._ids([self.pending[:-1]]))
+            self.features.append(self.last_features[0])
             self.cached += len(self.pending) - 1
             self.pending = self.pending[-1:]
 
     def take_features(self) -> torch.Tensor:
         """[m, H]: the features of the positions committed since the last call, in order."""
-        taken = torch.cat(self.features) if self.features else torch.empty(0, self.model.model.config.hidden_size)
+        width = self.model.model.config.hidden_size * max(len(self.feature_layers), 1)
+        taken = torch.cat(self.features) if self.features else torch.empty(0, width)
         self.features = []
         return taken
 
@@ -157,7 +171,7 @@ class HFSession:
         ids = torch.tensor([self.pending + trie.tokens], dtype=torch.long, device=device)
         hidden = self._hidden(ids, attention_mask=mask[None, None].to(device), position_ids=positions)[0]
         logits = self._head(hidden[m - 1 :])  # root (q after the context), then one row per node
-        self.fed_features = hidden if self.collect_features else None
+        self.fed_features = self.last_features[0] if self.collect_features else None
         self.fed_pending = m
         self.cached += m
         self.pending = []

@@ -23,7 +23,9 @@ Per sequence the chunk keeps
 The target runs in bf16 for most chunks and in fp32 for every FP32_EVERY-th, so the draft
 learns from features of both dtypes the kernel probe can choose (their features differ by
 rounding only). Replies mode feeds prompt + ShareGPT's own reply in one batched forward
-(no sampling) and keeps the same fields, `source` "sharegpt-reply".
+(no sampling) and keeps the same fields, `source` "sharegpt-reply". Held-out mode samples the
+held-out conversations (`source` "sharegpt-heldout") into OUT/heldout, for validation only:
+`feature_distill` refuses to train on any of them (`is_trainable`).
 """
 
 from __future__ import annotations
@@ -79,6 +81,17 @@ def prompt_plan(tokenizer, seed: int = 0, templates: int | None = None) -> list[
     return [p for p in plan if len(chat_prompt_ids(tokenizer, p.text)) <= PROMPT_TOKEN_CAP]
 
 
+def is_trainable(sample: dict) -> bool:
+    """Whether a sampled sequence may be trained on: not from a held-out ShareGPT conversation,
+    and not one of the measured prompts (the benches' held-out prompts)."""
+    from .distill import HELD_OUT_TEXTS
+    from .sharegpt import Conversation, is_held_out
+
+    if sample.get("source", "").startswith("sharegpt") and is_held_out(Conversation(sample["key"], "", "").conversation_id):
+        return False
+    return sample.get("prompt_text") not in HELD_OUT_TEXTS
+
+
 def chunk_dtype(index: int) -> torch.dtype:
     return torch.float32 if index % FP32_EVERY == FP32_EVERY - 1 else torch.bfloat16
 
@@ -120,7 +133,8 @@ def _left_padded(group: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.
     return ids, mask
 
 
-def sample_chunk(target, tokenizer, prompts: list[PlannedPrompt], seed: int, dtype_name: str) -> list[dict]:
+def sample_chunk(target, tokenizer, prompts: list[PlannedPrompt], seed: int, dtype_name: str,
+                 layers: tuple[int, ...] = FEATURE_LAYERS) -> list[dict]:
     """The target's own continuations of `prompts`, with teacher distributions and features."""
     from ..models.hf import chat_prompt_ids
 
@@ -128,7 +142,7 @@ def sample_chunk(target, tokenizer, prompts: list[PlannedPrompt], seed: int, dty
     encoded = [chat_prompt_ids(tokenizer, p.text) for p in prompts]
     order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))  # similar widths share a batch
     pad = tokenizer.eos_token_id
-    capture = FeatureCapture(target)
+    capture = FeatureCapture(target, layers)
     out: dict[int, dict] = {}
     try:
         for start in range(0, len(order), BATCH):
@@ -159,11 +173,12 @@ def sample_chunk(target, tokenizer, prompts: list[PlannedPrompt], seed: int, dty
 
 def _record(prompt: PlannedPrompt, x: list[int], continuation: list[int], dtype_name: str, top_ids, top_probs, features):
     return {"ids": x + continuation, "prompt_length": len(x), "source": prompt.source, "key": prompt.key,
+            "prompt_text": prompt.text,
             "kind": prompt.kind, "dtype": dtype_name, "top_ids": top_ids.clone(), "top_probs": top_probs.clone(),
             "features": features.clone()}
 
 
-def reply_chunk(target, tokenizer, conversations, dtype_name: str) -> list[dict]:
+def reply_chunk(target, tokenizer, conversations, dtype_name: str, layers: tuple[int, ...] = FEATURE_LAYERS) -> list[dict]:
     """Teacher forcing: prompt + ShareGPT's own reply (its first CONTINUATION_TOKENS tokens),
     one forward per batch; the same fields as a sampled chunk."""
     from ..models.hf import chat_prompt_ids
@@ -176,7 +191,7 @@ def reply_chunk(target, tokenizer, conversations, dtype_name: str) -> list[dict]
         if len(x) <= PROMPT_TOKEN_CAP and len(reply) >= 3:
             items.append((PlannedPrompt("sharegpt-reply", c.id, "sharegpt", c.prompt), x, reply))
     items.sort(key=lambda item: len(item[1]) + len(item[2]))
-    capture = FeatureCapture(target)
+    capture = FeatureCapture(target, layers)
     out = []
     try:
         for start in range(0, len(items), BATCH):
@@ -208,7 +223,8 @@ def save_atomically(records: list[dict], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", choices=["sample", "replies"], default="sample")
+    parser.add_argument("--source", choices=["sample", "replies", "heldout"], default="sample",
+                        help="heldout: sample the held-out ShareGPT conversations, to validate on (never trained on)")
     parser.add_argument("--chunks", type=int, default=1, help="chunks to write in this run (missing ones, in order)")
     parser.add_argument("--first-chunk", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
@@ -219,7 +235,7 @@ def main() -> None:
     from ..models.hf import load_model
     from .sharegpt import load_conversations, split
 
-    out = Path(args.out) / ("sampled" if args.source == "sample" else "replies")
+    out = Path(args.out) / {"sample": "sampled", "replies": "replies", "heldout": "heldout"}[args.source]
     loaded = {}
 
     def target(dtype):
@@ -231,6 +247,11 @@ def main() -> None:
     tokenizer = target(torch.bfloat16).tokenizer
     if args.source == "sample":
         plan = prompt_plan(tokenizer, args.seed)
+    elif args.source == "heldout":
+        from ..models.hf import chat_prompt_ids
+
+        plan = [PlannedPrompt("sharegpt-heldout", c.id, "sharegpt", c.prompt) for c in split(load_conversations())[1]
+                if len(chat_prompt_ids(tokenizer, c.prompt)) <= PROMPT_TOKEN_CAP]
     else:
         plan = split(load_conversations())[0]
     total = (len(plan) + CHUNK - 1) // CHUNK
@@ -247,7 +268,7 @@ def main() -> None:
         model = target(dtype)
         name = str(dtype).removeprefix("torch.")
         items = plan[index * CHUNK : (index + 1) * CHUNK]
-        if args.source == "sample":
+        if args.source in ("sample", "heldout"):
             records = sample_chunk(model.model, model.tokenizer, items, args.seed * 100_000 + index, name)
         else:
             records = reply_chunk(model.model, model.tokenizer, items, name)

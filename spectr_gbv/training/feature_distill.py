@@ -34,6 +34,28 @@ INIT_LAYER = -1  # the target layer the decoder layer starts from (its last one)
 VALIDATION = 64
 
 
+def from_chunk(sample: dict, fused: bool) -> dict:
+    """A `draft_data` chunk's sequence in the shape `training_record` reads: its features
+    [S - 1, F, H] become the fused layers' outputs side by side [S - 1, (F - 1) * H], or the
+    final norm's output [S - 1, H] (the last slot) for a single-feature head."""
+    features = sample["features"]
+    chosen = features[:, :-1].reshape(features.shape[0], -1) if fused else features[:, -1]
+    return sample | {"features": chosen, "top_ids": sample["top_ids"].long(), "top_probs": sample["top_probs"].float()}
+
+
+def load_chunks(patterns: list[str], fused: bool) -> list[dict]:
+    """Every sequence of the matching chunks, in file order; none from a held-out conversation (refused)."""
+    from .draft_data import is_trainable
+
+    samples = []
+    for path in sorted(p for pattern in patterns for p in glob.glob(pattern)):
+        for sample in torch.load(path):
+            if not is_trainable(sample):
+                raise SystemExit(f"{path} holds a held-out or measured prompt ({sample.get('key')}): not training on it")
+            samples.append(from_chunk(sample, fused))
+    return samples
+
+
 def training_record(sample: dict) -> dict | None:
     """The entries of one sequence: features f_0..f_{S-2}, tokens x_1..x_{S-1}, and where the
     teacher distributions sit: the entry at position s (depth d) predicts token s + 2, whose
@@ -137,18 +159,28 @@ def main() -> None:
     parser.add_argument("--validation", type=int, default=VALIDATION, help="sequences kept out of training")
     parser.add_argument("--limit", type=int, help="train on at most this many sequences (quick trials)")
     parser.add_argument("--resume", help="continue from the head saved in this folder (a new learning-rate cycle)")
+    parser.add_argument("--chunks", nargs="+", help="draft_data chunks (globs) instead of --data")
+    parser.add_argument("--validation-chunks", nargs="+", help="draft_data chunks of held-out prompts to validate on")
+    parser.add_argument("--fused", action="store_true", help="fuse the target's low, middle and high layers (EAGLE-3)")
     args = parser.parse_args()
     started = time.time()
     from ..models.hf import DRAFT_ASSETS, OUTPUT_TOKEN_IDS_FILE, load_model
 
     loaded = load_model("default", device="cpu", dtype=torch.float32)
     target, tokenizer = loaded.model, loaded.tokenizer
-    paths = sorted(p for pattern in args.data for p in glob.glob(pattern))
+    if args.chunks:
+        paths = sorted(p for pattern in args.chunks for p in glob.glob(pattern))
+        samples = load_chunks(args.chunks, args.fused)
+    else:
+        paths = sorted(p for pattern in args.data for p in glob.glob(pattern))
+        samples = [s for path in paths for s in torch.load(path)]
     if not paths:
-        raise SystemExit(f"no data matches {args.data}; sample it with python -m spectr_gbv.training.feature_data")
-    samples = [s for path in paths for s in torch.load(path)]
+        raise SystemExit(f"no data matches {args.chunks or args.data}; sample it with python -m spectr_gbv.training.draft_data")
     records = [r for r in map(training_record, samples) if r is not None]
-    records, validation = records[: len(records) - args.validation], records[len(records) - args.validation :]
+    if args.validation_chunks:
+        validation = [r for r in map(training_record, load_chunks(args.validation_chunks, args.fused)) if r is not None]
+    else:
+        records, validation = records[: len(records) - args.validation], records[len(records) - args.validation :]
     if args.limit:
         records = records[: args.limit]
     output_ids = json.loads((DRAFT_ASSETS / OUTPUT_TOKEN_IDS_FILE).read_text())
@@ -156,7 +188,9 @@ def main() -> None:
     token_index[output_ids] = torch.arange(len(output_ids))
     embedding = target.get_input_embeddings().weight.detach()
     output = target.get_output_embeddings().weight[output_ids].detach()
-    shape = FeatureDraftShape.of_target(target.config)
+    from .draft_data import FEATURE_LAYERS
+
+    shape = FeatureDraftShape.of_target(target.config, FEATURE_LAYERS if args.fused else ())
     earlier = []
     if args.resume:
         from ..models.feature_draft import load_feature_draft_head
@@ -171,7 +205,9 @@ def main() -> None:
     history = earlier + train(head, embedding, output, records, validation, token_index, args.epochs, args.depth,
                               args.lr, args.seed + len(earlier))
     meta = {
-        "kind": "feature-conditioned (EAGLE-style): fc + 1 decoder layer + norm, restricted head",
+        "kind": "feature-conditioned (EAGLE-style): fc + 1 decoder layer + norm, restricted head"
+                + (", low/middle/high target layers fused (EAGLE-3)" if shape.feature_layers else ""),
+        "feature_layers": list(shape.feature_layers),
         "base": "default", "hidden_size": shape.hidden_size, "vocab_size": len(tokenizer),
         "tokenizer": tokenizer_fingerprint(tokenizer), "output_tokens": len(output_ids),
         "init_layer": INIT_LAYER, "depth": args.depth, "depth_weight": DEPTH_WEIGHT, "lr": args.lr,
