@@ -298,13 +298,13 @@ def teacher_records(target, samples: list[dict], reused: int = REUSED_LAYERS) ->
     return records
 
 
-def choose_output_tokens(records: list[dict], vocab: int, always: list[int]) -> list[int]:
-    """The OUTPUT_TOKENS tokens carrying the most target probability over the data."""
+def choose_output_tokens(records: list[dict], vocab: int, always: list[int], size: int = OUTPUT_TOKENS) -> list[int]:
+    """The `size` tokens carrying the most target probability over the data (and every one of `always`)."""
     mass = torch.zeros(vocab, dtype=torch.float64)
     for r in records:
         mass.index_add_(0, r["top_ids"].reshape(-1), r["top_probs"].reshape(-1).double())
     mass[always] = float("inf")
-    return sorted(torch.topk(mass, OUTPUT_TOKENS).indices.tolist())
+    return sorted(torch.topk(mass, size).indices.tolist())
 
 
 # ------------------------------------------------------------------------------- draft

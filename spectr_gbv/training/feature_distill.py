@@ -162,6 +162,8 @@ def main() -> None:
     parser.add_argument("--chunks", nargs="+", help="draft_data chunks (globs) instead of --data")
     parser.add_argument("--validation-chunks", nargs="+", help="draft_data chunks of held-out prompts to validate on")
     parser.add_argument("--fused", action="store_true", help="fuse the target's low, middle and high layers (EAGLE-3)")
+    parser.add_argument("--head-tokens", type=int, help="choose the head's tokens anew: the N carrying the most target "
+                                                         "mass in the training data (default: the shipped list)")
     args = parser.parse_args()
     started = time.time()
     from ..models.hf import DRAFT_ASSETS, OUTPUT_TOKEN_IDS_FILE, load_model
@@ -184,6 +186,11 @@ def main() -> None:
     if args.limit:
         records = records[: args.limit]
     output_ids = json.loads((DRAFT_ASSETS / OUTPUT_TOKEN_IDS_FILE).read_text())
+    if args.head_tokens:
+        from .distill import choose_output_tokens
+
+        special = [t for t in (tokenizer.eos_token_id, tokenizer.bos_token_id) if t is not None]
+        output_ids = choose_output_tokens(records, len(tokenizer), special, args.head_tokens)
     token_index = torch.full((len(tokenizer),), -1, dtype=torch.long)
     token_index[output_ids] = torch.arange(len(output_ids))
     embedding = target.get_input_embeddings().weight.detach()
