@@ -20,12 +20,14 @@ slot, when
 It also refuses every upload (the app has no file input, so nothing is ever written to
 Gradio's cache) and over-long session hashes on the event stream and heartbeat routes.
 The visitor is the key of components.serving.visitors (`visitor_of`, with its proxy hops).
-Refusals are logged at INFO, one line per visitor and reason every LOG_EVERY_S seconds
-(with the count), so a flood does not flood the log.
+A 429 is held back up to HOLD_S seconds before it is sent, so a client that retries at once
+cannot spend the server's CPU on refusals. Refusals are logged at INFO, one line per visitor
+and reason every LOG_EVERY_S seconds (with the count), so a flood does not flood the log.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import logging
@@ -45,6 +47,12 @@ SESSION_HASH_CHARS = 128  # Gradio's browser client makes 11 characters, gradio_
 MAX_JOIN_BYTES = 256 * 1024  # a join's JSON body: the prompt is at most SPECTR_GBV_MAX_PROMPT_TOKENS tokens
 MAX_VISITORS = 10_000  # token buckets kept; the least recently seen visitor's is dropped first
 LOG_EVERY_S = 10.0
+# A visitor over its rate or its events gets the 429 after up to HOLD_S seconds (at most HELD per
+# visitor held at once; more are answered at once): a client that retries at once then joins at
+# the pace of its connections, not as fast as the server can say no, which would take the CPU
+# everyone else's requests need.
+HOLD_S = 1.0
+HELD = 32
 
 
 class Refusal(Exception):
@@ -89,6 +97,7 @@ class JoinGate:
         self.buckets = Buckets(fair.joins_per_minute, fair.join_burst)
         self.joining: dict[str, int] = {}  # visitor -> joins passed on to Gradio and not yet answered
         self._logged: dict[tuple[str, str], tuple[float, int]] = {}  # (visitor, reason) -> (last line, since)
+        self.held: dict[str, int] = {}  # visitor -> 429s being held back
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or API not in scope["path"]:
@@ -116,6 +125,14 @@ class JoinGate:
                         del self.joining[visitor]
         except Refusal as refusal:
             self._log(visitor, route, refusal)
+            if refusal.status == 429 and self.held.get(visitor, 0) < HELD:
+                self.held[visitor] = self.held.get(visitor, 0) + 1
+                try:
+                    await asyncio.sleep(min(refusal.retry_after or HOLD_S, HOLD_S))
+                finally:
+                    self.held[visitor] -= 1
+                    if not self.held[visitor]:
+                        del self.held[visitor]
             return await _answer(send, refusal)
         return await self.app(scope, receive, send)
 

@@ -58,9 +58,9 @@ class Fairness:
     visitor_waiting: int  # per visitor and line, beyond its one running request
     proxy_hops: int  # trusted proxies in front of the app; 0: the socket's address is the visitor
     # At the door of Gradio's queue (components.serving.gate), per visitor, all events together:
-    visitor_events: int = 8  # events in Gradio's queue, waiting or running (the lines hold 2 x 3 of them)
+    visitor_events: int = 6  # events in Gradio's queue, waiting or running (the lines hold 2 x 3 of them)
     joins_per_minute: int = 120  # joins refilled a minute (the explorer's autoplay sends 40)
-    join_burst: int = 30  # joins at once
+    join_burst: int = 10  # joins at once
 
     @classmethod
     def from_env(cls) -> "Fairness":
@@ -72,9 +72,9 @@ class Fairness:
             teaching_waiting=_env_int("SPECTR_GBV_TEACHING_QUEUE_SIZE", 16),
             visitor_waiting=_env_int("SPECTR_GBV_VISITOR_WAITING", 2),
             proxy_hops=int(os.environ.get("SPECTR_GBV_PROXY_HOPS", "1" if on_a_space else "0")),
-            visitor_events=_env_int("SPECTR_GBV_VISITOR_EVENTS", 8),
+            visitor_events=_env_int("SPECTR_GBV_VISITOR_EVENTS", 6),
             joins_per_minute=_env_int("SPECTR_GBV_VISITOR_JOINS_PER_MINUTE", 120),
-            join_burst=_env_int("SPECTR_GBV_VISITOR_JOIN_BURST", 30),
+            join_burst=_env_int("SPECTR_GBV_VISITOR_JOIN_BURST", 10),
         )
 
     @property
