@@ -23,8 +23,9 @@ import dataclasses
 from pathlib import Path
 
 import gradio as gr
+from starlette.middleware import Middleware
 
-from components.serving import limits, visitors
+from components.serving import gate, limits, logs, visitors
 from components.views import about, compare, explorer, fidelity, generate, screens, share, sidebar, sweep
 from components.views.inputs import EXAMPLES
 from components.views.lesson import build_lesson
@@ -35,7 +36,8 @@ from spectr_gbv import METHODS
 from spectr_gbv.pairs import DEFAULT_KEY, get_pair
 
 ASSETS = Path(__file__).parent / "assets"
-MAX_UPLOAD_BYTES = 1  # the app has no file input: Gradio's upload route refuses anything bigger
+MAX_UPLOAD_BYTES = 1  # the app has no file input: the gate refuses every upload, Gradio anything bigger than this
+CACHE_SWEEP = (3600, 3600)  # delete_cache: every hour, Gradio deletes its cached files older than an hour
 
 
 def heading() -> str:
@@ -48,7 +50,7 @@ def heading() -> str:
 
 def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0][1]) -> gr.Blocks:
     """The whole app; the defaults let tests (and operators) open it on another pair."""
-    with gr.Blocks(title="SpecTr-GBV Explorer") as demo:
+    with gr.Blocks(title="SpecTr-GBV Explorer", delete_cache=CACHE_SWEEP) as demo:
         gr.Markdown(heading())
         gr.Markdown(LOSSY_NOTE, elem_classes=["lossy-note"])
         link_note = gr.Markdown(visible=False, elem_id="link-note")  # what a shared link could not set
@@ -76,20 +78,27 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
 
 
 def launch(demo: gr.Blocks, concurrency: int | None = None, queue_size: int | None = None,
-           fairness: visitors.Fairness | None = None, **kwargs):
+           fairness: visitors.Fairness | None = None, app_kwargs: dict | None = None, **kwargs):
     """Serve, with at most `concurrency` model runs at once and `queue_size` waiting (components.serving.visitors).
 
     Gradio's queue starts every request at once (a worker per slot and waiting place of the
-    lines), and the lines decide whose turn it is. Memory is bounded: at most LIMITS.sessions
-    sessions keep state, a run state lives LIMITS.state_seconds, uploads are refused, and
-    /monitoring is off unless the operator turns it on."""
+    lines), and the lines decide whose turn it is. In front of Gradio's queue the gate
+    (components.serving.gate) counts each visitor's joins and refuses, before Gradio queues
+    anything, a visitor over its rate or its events in the queue, and every upload. Memory is
+    bounded: at most LIMITS.sessions sessions keep state, a run state lives
+    LIMITS.state_seconds, and /monitoring is off unless the operator turns it on. Refusals
+    are logged at INFO (components.serving.logs)."""
+    logs.configure()
     fair = fairness or visitors.FAIR
     fair = visitors.configure(dataclasses.replace(fair, model_slots=concurrency or fair.model_slots,
                                                   model_waiting=queue_size or fair.model_waiting))
+    app_kwargs = dict(app_kwargs or {})
+    app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(gate.JoinGate, demo=demo)]
     return demo.queue(default_concurrency_limit=fair.gradio_workers, max_size=fair.gradio_workers).launch(
         theme=gr.themes.Soft(), css_paths=[ASSETS / "app.css"], footer_links=["api", "gradio"],
         allowed_paths=[], max_file_size=MAX_UPLOAD_BYTES, state_session_capacity=limits.LIMITS.sessions,
-        enable_monitoring=limits.LIMITS.monitoring, max_threads=fair.gradio_workers + 8, **kwargs)
+        enable_monitoring=limits.LIMITS.monitoring, max_threads=fair.gradio_workers + 8, app_kwargs=app_kwargs,
+        **kwargs)
 
 
 # On ZeroGPU the default pair is loaded (onto cuda) now, for ZeroGPU to pack and hand to its GPU workers.

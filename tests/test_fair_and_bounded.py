@@ -177,7 +177,8 @@ def server(monkeypatch):
         demo = app.build_demo(default_pair="toy", default_prompt="the cat")
         port = free_port()
         app.launch(demo, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                   fairness=fairness or dataclasses.replace(visitors.FAIR, proxy_hops=1))
+                   fairness=fairness or dataclasses.replace(visitors.FAIR, proxy_hops=1, joins_per_minute=60_000,
+                                                            join_burst=1_000))  # the join rate: test_gate.py
         demos.append(demo)
         return f"http://127.0.0.1:{port}/", demo, calls
 

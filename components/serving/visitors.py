@@ -57,6 +57,10 @@ class Fairness:
     teaching_waiting: int
     visitor_waiting: int  # per visitor and line, beyond its one running request
     proxy_hops: int  # trusted proxies in front of the app; 0: the socket's address is the visitor
+    # At the door of Gradio's queue (components.serving.gate), per visitor, all events together:
+    visitor_events: int = 6  # events in Gradio's queue, waiting or running (the lines hold 2 x 3 of them)
+    joins_per_minute: int = 120  # joins refilled a minute (the explorer's autoplay sends 40)
+    join_burst: int = 10  # joins at once
 
     @classmethod
     def from_env(cls) -> "Fairness":
@@ -68,6 +72,9 @@ class Fairness:
             teaching_waiting=_env_int("SPECTR_GBV_TEACHING_QUEUE_SIZE", 16),
             visitor_waiting=_env_int("SPECTR_GBV_VISITOR_WAITING", 2),
             proxy_hops=int(os.environ.get("SPECTR_GBV_PROXY_HOPS", "1" if on_a_space else "0")),
+            visitor_events=_env_int("SPECTR_GBV_VISITOR_EVENTS", 6),
+            joins_per_minute=_env_int("SPECTR_GBV_VISITOR_JOINS_PER_MINUTE", 120),
+            join_burst=_env_int("SPECTR_GBV_VISITOR_JOIN_BURST", 10),
         )
 
     @property
@@ -84,15 +91,27 @@ class Refused(ValueError):
 
 
 def visitor_of(request, proxy_hops: int) -> str:
-    """The visitor's address: X-Forwarded-For's entry `proxy_hops` from the right, else the socket's."""
+    """The visitor's address: X-Forwarded-For's entry `proxy_hops` from the right, else the socket's.
+
+    The entries of every X-Forwarded-For line are joined in order (as uvicorn does): a client
+    that sends a line of its own only adds entries further left, which are never read."""
     if request is None:
         return "local"
     if proxy_hops > 0:
-        forwarded = [part.strip() for part in request.headers.get("x-forwarded-for", "").split(",") if part.strip()]
+        forwarded = [part.strip() for line in _header_lines(request.headers, "x-forwarded-for")
+                     for part in line.split(",") if part.strip()]
         if len(forwarded) >= proxy_hops:
             return forwarded[-proxy_hops]
     client = getattr(request, "client", None)
     return getattr(client, "host", None) or "unknown"
+
+
+def _header_lines(headers, name: str) -> list[str]:
+    """Every line of header `name`: Starlette's headers keep them all; a plain dict (a pickled request) has one."""
+    if hasattr(headers, "getlist"):
+        return headers.getlist(name)
+    value = headers.get(name) if headers is not None else None
+    return [value] if value else []
 
 
 def _gradio_event():

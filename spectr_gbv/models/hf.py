@@ -333,13 +333,33 @@ def load_pair(
 
 
 def chat_prompt_ids(tokenizer, text: str) -> list[int]:
-    """Token ids of `text` as a user turn in the tokenizer's chat template (plain ids if none)."""
-    if getattr(tokenizer, "chat_template", None):
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return list(ids)
-    return tokenizer(text)["input_ids"]
+    """Token ids of `text` as a user turn in the tokenizer's chat template (plain ids if none).
+
+    The user's text is text: a control token typed into it (``<|im_start|>``) is encoded as
+    its characters (`split_special_tokens`), while the template's own control tokens around
+    the turn stay special. A text with no control token in it gets exactly the template's ids.
+    One with a control token is encoded in three parts: what the template writes before and
+    after the turn's content (found by rendering it with a marker in the text's place), and
+    in between the text as the template wrote it (trimmed, say), with special tokens split."""
+    if not getattr(tokenizer, "chat_template", None):
+        return list(tokenizer(text, split_special_tokens=True)["input_ids"])
+
+    def rendered(content: str) -> str:
+        return tokenizer.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
+                                             tokenize=False)
+
+    def ids(part: str, split: bool) -> list[int]:
+        return list(tokenizer(part, add_special_tokens=False, split_special_tokens=split)["input_ids"]) if part else []
+
+    whole = rendered(text)
+    controls = [t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values() if t.special]
+    if not any(control in text for control in controls or tokenizer.all_special_tokens):
+        return ids(whole, False)
+    marker = "\x00spectr-gbv user text\x00"  # stands for the user's text
+    prefix, _, suffix = rendered(marker).partition(marker)
+    if whole.startswith(prefix) and whole.endswith(suffix) and len(whole) >= len(prefix) + len(suffix):
+        text = whole[len(prefix):len(whole) - len(suffix)]
+    return ids(prefix, False) + ids(text, True) + ids(suffix, False)
 
 
 __all__ = ["DEFAULT", "DEFAULT_DRAFT", "DEFAULT_FEATURE_DRAFT", "HFModel", "HFSession", "LoadedModel", "chat_prompt_ids", "load_model", "load_pair", "pick_device"]
