@@ -75,6 +75,12 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
     return demo
 
 
+def threads_per_run(cores: int, model_slots: int) -> int:
+    """torch threads for one model run: the cores shared by the runs allowed at once (2 cores, 2 runs: one each).
+    Torch's default (every core per run) oversubscribes them when two visitors' runs overlap."""
+    return max(1, cores // max(model_slots, 1))
+
+
 def launch(demo: gr.Blocks, concurrency: int | None = None, queue_size: int | None = None,
            fairness: visitors.Fairness | None = None, **kwargs):
     """Serve, with at most `concurrency` model runs at once and `queue_size` waiting (components.serving.visitors).
@@ -86,6 +92,9 @@ def launch(demo: gr.Blocks, concurrency: int | None = None, queue_size: int | No
     fair = fairness or visitors.FAIR
     fair = visitors.configure(dataclasses.replace(fair, model_slots=concurrency or fair.model_slots,
                                                   model_waiting=queue_size or fair.model_waiting))
+    import torch  # before the first model load: the CPU kernel probe is timed (and cached) at this thread count
+
+    torch.set_num_threads(threads_per_run(len(os.sched_getaffinity(0)), fair.model_slots))
     return demo.queue(default_concurrency_limit=fair.gradio_workers, max_size=fair.gradio_workers).launch(
         theme=gr.themes.Soft(), css_paths=[ASSETS / "app.css"], footer_links=["api", "gradio"],
         allowed_paths=[], max_file_size=MAX_UPLOAD_BYTES, state_session_capacity=limits.LIMITS.sessions,
