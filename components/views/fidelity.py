@@ -18,6 +18,7 @@ from .errors import translate_error, user_errors
 from .inputs import DEFAULT_METHOD, draft_for, prepare, ticker
 from .outputs import NamedOutputs, skip, wire
 from .runs import Stop, header_line
+from .text import visible_token
 from .settings import check_method, number, settings
 from .words import how_to_read
 
@@ -83,7 +84,7 @@ def check_fidelity_fits(pair_key, method, base, runs: int, tokens: int) -> None:
 
 def _outputs(pair, result, stop) -> tuple:
     """(figure, data) of a fidelity result."""
-    outcome_text = [" ".join(repr(t)[1:-1] if t.strip() != t else t for t in pair.token_text(list(r.outcome)))
+    outcome_text = [" ".join(visible_token(t) for t in pair.token_text(list(r.outcome)))
                     for r in result.rows]
     data = result.summary() | {"pair": pair.info.key, "stopped": stop.text() if stop else None, "outcomes": [
         {"tokens": text, "count": r.count, "empirical": r.empirical, "exact": r.exact} for text, r in zip(outcome_text, result.rows)]}

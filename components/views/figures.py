@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from spectr_gbv import AUTOREGRESSIVE, METHODS
 
 from .runs import NOISY_AR_SPREAD, Speedup
+from .text import visible_token
 from .palette import KINDS, PHASE_COLOURS, TARGET_Q, DRAFT_P, bar_marker, line_style, method_colour
 
 LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=70, b=40), height=400, font=dict(size=14),  # >= 14 px
@@ -188,7 +189,7 @@ def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_k
     only SD's residual is norm((q - p)+) of the plotted bars, so for `method` another rule the
     subtitle says so (the explorer's detail panel gives the rule, components.residuals).
     """
-    names = [repr(t)[1:-1] if t.strip() != t or not t else t for t in token_text]
+    names = [visible_token(t) for t in token_text]
     source = {"correction": "residual (drawn from)", "bonus": "q at L+1 (drawn from)", "target": "q (drawn from)"}[final_kind]
     subtitle = "the most likely tokens there; q and p of the winning draft"
     if final_kind == "correction" and method in METHODS and not METHODS[method].plots_its_residual:
