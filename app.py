@@ -94,6 +94,9 @@ def launch(demo: gr.Blocks, concurrency: int | None = None, queue_size: int | No
                                                   model_waiting=queue_size or fair.model_waiting))
     app_kwargs = dict(app_kwargs or {})
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(gate.JoinGate, demo=demo)]
+    import torch  # before the first model load: the CPU kernel probe is timed (and cached) at this thread count
+
+    torch.set_num_threads(visitors.threads_per_run(len(os.sched_getaffinity(0)), fair.model_slots))
     return demo.queue(default_concurrency_limit=fair.gradio_workers, max_size=fair.gradio_workers).launch(
         theme=gr.themes.Soft(), css_paths=[ASSETS / "app.css"], footer_links=["api", "gradio"],
         allowed_paths=[], max_file_size=MAX_UPLOAD_BYTES, state_session_capacity=limits.LIMITS.sessions,

@@ -6,7 +6,7 @@ import pytest
 
 from components.views import figures
 from components.views.band_figures import efficiency_band_figure, sweep_band_figures
-from components.views.runs import point_from_summaries, point_stats
+from components.views.runs import point_from_summaries, point_stats, speedup_of
 from components.views.palette import LOSSY_RED
 from components.views.grid import draft_grid_html
 from components.views.text import metrics_line, provenance_html, side_by_side_html
@@ -42,12 +42,19 @@ def test_compare_figures_have_one_trace_per_method(records):
 
 
 def test_wall_clock_figures_say_they_depend_on_the_hardware(records):
-    fig = figures.speedup_figure({"sd": 0.8, "spectr_gbv": 1.2}, "cpu")
-    assert "hardware" in fig.layout.title.subtitle.text and list(fig.data[0].y) == [0.8, 1.2]
+    fig = figures.speedup_figure({"sd": speedup_of([8.0, 7.0, 9.0], [10.0, 10.0]),
+                                  "spectr_gbv": speedup_of([12.0, 11.0, 14.0], [10.0, 13.0])}, "cpu")
+    assert "hardware" in fig.layout.title.subtitle.text and list(fig.data[0].y) == pytest.approx([0.8, 12 / 11.3],
+                                                                                               rel=1e-3)
+    assert list(fig.data[0].error_y.array) == pytest.approx([0.1, 14 / 11.3 - 12 / 11.3], rel=1e-3)  # the range
+    assert list(fig.data[0].x) == ["SD", "SpecTr-GBV (noisy)"]  # AR moved by 26 %: flagged on its tick
+    single = figures.speedup_figure({"sd": 0.8, "spectr_gbv": 1.2}, "cpu")  # one run each: no bars, the reason
+    assert not single.data and "Repeats" in single.layout.annotations[0].text
     phases = {"ar": {"draft": 0.0, "target": 80.0, "verify": 0.0}, "sd": {"draft": 5.0, "target": 40.0, "verify": 2.0},
               "spectr_gbv": {"draft": 6.0, "target": 30.0, "verify": 4.0}}
-    split = figures.speedup_figure({"sd": 1.7, "spectr_gbv": 2.0}, "cpu", phases)
-    assert "hardware" in split.layout.title.subtitle.text and "one timed run" in split.layout.title.subtitle.text
+    split = figures.speedup_figure({"sd": speedup_of([17.0, 17.0], [10.0]), "spectr_gbv": speedup_of([20.0, 20.0], [10.0])},
+                                   "cpu", phases)
+    assert "hardware" in split.layout.title.subtitle.text and "median of 2+ runs" in split.layout.title.subtitle.text
     bars = {t.name: list(t.y) for t in split.data[1:]}
     assert bars["target"] == [80.0, 40.0, 30.0] and bars["draft"] == [0.0, 5.0, 6.0]
     hidden = figures.speedup_figure({"sd": 9.0}, "cpu", phases, timed=False)
@@ -118,7 +125,7 @@ def test_method_ticks_stand_upright_on_short_lines_and_the_fidelity_legend_clear
     labels = [figures.method_label(m) for m in METHODS]
     charts = [efficiency_band_figure({m: point_stats([1.5], [None], [10]) for m in METHODS}, coupled=True),
               figures.calls_per_token_figure([{"method": m, "block_efficiency": 2.0} for m in METHODS]),
-              figures.speedup_figure({m: 1.2 for m in METHODS}, "cpu")]
+              figures.speedup_figure({m: speedup_of([12.0, 12.0], [10.0]) for m in METHODS}, "cpu")]
     for chart in charts:  # "SpecTr-GBV as released (lossy)" tilted was cut off under a half-screen chart
         axis = chart.layout.xaxis
         assert axis.tickangle == 0 and axis.automargin and list(axis.tickvals) == labels

@@ -320,3 +320,9 @@ def served(translate: Callable[[BaseException, str], BaseException]) -> Callable
         return call
 
     return decorate
+
+
+def threads_per_run(cores: int, model_slots: int) -> int:
+    """torch threads for one model run: the cores shared by the runs allowed at once (2 cores, 2 runs: one each).
+    Torch's default (every core per run) oversubscribes them when two visitors' runs overlap."""
+    return max(1, cores // max(model_slots, 1))

@@ -3,19 +3,18 @@
 The handlers refuse settings over a limit (`components.serving.limits`, `components.views.settings`, the
 app's up-front `check_fits`); these functions compute, for the current other settings, the
 largest value those rules accept, so the UI can cap its sliders there instead of letting a
-click fail. Nothing here loads a model: a teaching pair has no end-of-text token (a run of n
-tokens needs at least ceil(n / (L + 1)) iterations), a model pair may stop after one.
+click fail. Nothing here loads a model: what a run costs comes from the per-pair estimates of
+`components.views.cost` (expected iterations and seconds).
 """
 
 from __future__ import annotations
 
 import gradio as gr
 
-from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.pairs import PAIRS, TOY_KEY, TWO_TOKEN_KEY
 
 from ..serving import limits as limits_module
-from ..serving.limits import fewest_iterations
+from . import cost
 from .runs import ignored_settings
 from .settings import MAX_DRAFT_LENGTH
 
@@ -38,15 +37,16 @@ def max_draft_length(num_drafts, limits=None) -> int:
     return max(1, min(MAX_DRAFT_LENGTH, _limits(limits).block_tokens // k))
 
 
-def max_fidelity_runs(pair_key, method, draft_length, num_tokens, limits=None) -> int:
-    """Fidelity's largest N for this pair: its limit on runs, and N runs of `num_tokens` tokens (their
-    fewest iterations) plus the exact law's first scoring call within the iteration budget."""
+def max_fidelity_runs(pair_key, method, draft_length, num_tokens, limits=None, num_drafts=2) -> int:
+    """Fidelity's largest N for this pair: its limit on runs, N runs of `num_tokens` tokens (their
+    expected iterations, components.views.cost) plus the exact law's scoring calls within the
+    iteration budget, and their estimated time within cost.CAP_FRACTION of the time budget."""
     limits = _limits(limits)
-    teaching = is_teaching_pair(pair_key)
-    most = limits.fidelity_runs if teaching else limits.fidelity_runs_llm
-    length = 0 if method == AUTOREGRESSIVE else max(int(draft_length or 1), 1)
-    per_run = fewest_iterations(max(int(num_tokens or 1), 1), length, can_stop_early=not teaching)
-    return max(FIDELITY_MIN_RUNS, min(most, (limits.iterations - 1) // per_run))
+    most = limits.fidelity_runs if is_teaching_pair(pair_key) else limits.fidelity_runs_llm
+    length = max(int(draft_length or 1), 1)
+    tokens = max(int(num_tokens or 1), 1)
+    k = max(int(num_drafts or 1), 1)
+    return max(FIDELITY_MIN_RUNS, cost.fidelity_runs(pair_key, method, k, length, tokens, cost.CAP_FRACTION, most, limits))
 
 
 def max_sweep_values(num_methods, limits=None) -> int:
@@ -87,8 +87,8 @@ def cap_controls(pair, method, num_drafts, draft_length, methods, values, num_ru
         cap = max_draft_length(k)
         return gr.update(maximum=cap, value=min(int(length or 1), cap), info=draft_length_info(k, m))
 
-    def cap_runs(pair_key, m, length, tokens, n):
-        most = max_fidelity_runs(pair_key, m, length, tokens)
+    def cap_runs(pair_key, m, length, tokens, n, k):
+        most = max_fidelity_runs(pair_key, m, length, tokens, num_drafts=k)
         return gr.update(maximum=most, value=min(int(n or most), most), info=fidelity_runs_info(most))
 
     for control in (num_drafts, method):
@@ -96,8 +96,8 @@ def cap_controls(pair, method, num_drafts, draft_length, methods, values, num_ru
                        show_progress="hidden", api_visibility="private")
     method.change(lambda m: gr.update(info=ignored_info(m, "K")), method, num_drafts, queue=False,
                   show_progress="hidden", api_visibility="private")
-    for control in (pair, method, draft_length, num_tokens):
-        control.change(cap_runs, [pair, method, draft_length, num_tokens, num_runs], num_runs, queue=False,
+    for control in (pair, method, num_drafts, draft_length, num_tokens):
+        control.change(cap_runs, [pair, method, draft_length, num_tokens, num_runs, num_drafts], num_runs, queue=False,
                        show_progress="hidden", api_visibility="private")
     methods.change(lambda chosen: gr.update(label=sweep_values_label(len(chosen or []) or 1)), methods, values,
                    queue=False, show_progress="hidden", api_visibility="private")

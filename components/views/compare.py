@@ -17,7 +17,8 @@ from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
 from .compare_view import CompareView
 from .errors import translate_error, user_errors
-from .inputs import check_runs_fit, prepare, ticker
+from . import cost
+from .inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare, ticker
 from .outputs import wire
 from .runs import MAX_REPEATS, Stop
 from .settings import check_flag, check_methods, number, settings
@@ -30,6 +31,11 @@ def coupled_leader(methods: list[str]) -> str:
     return leaders[0] if leaders else next((m for m in methods if METHODS[m].exact), methods[0])
 
 
+def run_order(methods: list[str]) -> list[str]:
+    """The methods in the order Compare runs them: the app's default method first (a budget stop still shows it)."""
+    return sorted(methods, key=lambda m: m != DEFAULT_METHOD)
+
+
 @visitors.served(translate_error)
 @gpu.on_gpu(gpu.compare_cost)
 @user_errors
@@ -37,44 +43,52 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
             repeats=1, progress=gr.Progress()):
     """Every selected method on the same prompt and settings; AR timed in the same request.
 
-    Streams: the outputs after the AR baseline and after each method (texts and independent-run
-    charts), then the coupled runs' charts. `repeats` runs every method (and the coupled run)
-    with seeds seed, seed + 1, ...: the efficiency chart shows their mean and 95 % band. When the
-    budget stops the request, what finished stays, and the header says what was stopped."""
+    Runs, in this order: AR, the default method, the coupled runs (every method on the same
+    drafts and draws), then each other method, with AR again after every method on a timed
+    pair, so each method's speedup is measured against the AR runs just before and after it
+    (`runs.speedup_of`). Streams the outputs after each piece. `repeats` runs every method (and
+    the coupled run) with seeds seed, seed + 1, ...: the charts show their mean and 95 % band,
+    the speedup their median and range. When the budget stops the request, what finished
+    stays, and the header says what was stopped."""
     pair, prompt_ids = prepare(pair_key, prompt, progress)
-    methods, coupled = check_methods(methods), check_flag("coupled", coupled)
+    methods, coupled = run_order(check_methods(methods)), check_flag("coupled", coupled)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
     repeats = number("repeats", repeats, 1, MAX_REPEATS)
-    ar_runs, drafted_runs = (1 if pair.words else 2), (len(methods) + coupled) * repeats
+    timed = not pair.words  # the teaching pairs are lookup tables: their timings mean nothing
+    ar_runs, drafted_runs = cost.compare_ar_runs(pair.info.key, len(methods)), (len(methods) + coupled) * repeats
     check_runs_fit(pair, [(ar_runs, 0), (drafted_runs, base.draft_length)], base.max_new_tokens,
                    f"{ar_runs + drafted_runs} runs of {base.max_new_tokens} tokens")
     tick = ticker(Budget())
-    timed = not pair.words  # the teaching pairs are lookup tables: their timings mean nothing
     seeds = [base.seed + r for r in range(repeats)]
     view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed)
-    steps = len(methods) * repeats + (repeats if coupled else 0) + 1 + timed
-    try:
-        progress(0, desc="AR baseline")
+    estimate = cost.about(cost.compare_seconds(pair.info.key, len(methods), base.num_drafts, base.draft_length,
+                                               base.max_new_tokens, repeats, coupled))
+    steps, step = view.planned(), iter(range(view.planned()))
+
+    def ar(desc: str) -> None:
+        progress(next(step) / steps, desc=f"{desc} (all runs: {estimate})")
         view.ar.append(generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False), tick))
+
+    try:
+        ar("AR baseline")
         for i, method in enumerate(methods):
-            for r, one_seed in enumerate(seeds):
-                progress((1 + i * repeats + r) / steps, desc=f"{METHODS[method].label}, seed {one_seed}")
+            for one_seed in seeds:
+                progress(next(step) / steps, desc=f"{METHODS[method].label}, seed {one_seed}")
                 config = dataclasses.replace(base.config(method), seed=one_seed)
                 view.runs.setdefault(method, []).append(generate_config(pair.target, pair.draft, prompt_ids, config, tick))
+            if timed:  # AR after every method: each speedup is against the AR runs around it
+                ar(f"AR baseline, again ({i + 2} of {len(methods) + 1})")
             yield view.outputs()
-        if timed:  # AR again after the methods: a machine that drifted during the request shows in both
-            progress((steps - repeats * coupled - 1) / steps, desc="AR baseline, again")
-            view.ar.append(generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False),
-                                           tick))
-        if coupled:
-            leader = coupled_leader(methods)
-            for r, one_seed in enumerate(seeds):
-                progress((steps - repeats + r) / steps, desc=f"coupled run, seed {one_seed} (same drafts and draws)")
-                run = CoupledRun(dataclasses.replace(base.config(leader), seed=one_seed), methods, prompt_ids)
-                for step in coupled_steps(pair.target, pair.draft, prompt_ids, methods, run.config):
-                    tick(step)
-                    run.steps.append(step)
-                view.coupled_runs.append(run)
+            if i == 0 and coupled:
+                leader = coupled_leader(methods)
+                for one_seed in seeds:
+                    progress(next(step) / steps, desc=f"coupled run, seed {one_seed} (same drafts and draws)")
+                    run = CoupledRun(dataclasses.replace(base.config(leader), seed=one_seed), methods, prompt_ids)
+                    for coupled_step in coupled_steps(pair.target, pair.draft, prompt_ids, methods, run.config):
+                        tick(coupled_step)
+                        run.steps.append(coupled_step)
+                    view.coupled_runs.append(run)
+                yield view.outputs()
     except BudgetSpent as error:
         if not view.runs:
             raise
@@ -82,13 +96,21 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     yield view.outputs(final=True)
 
 
+def default_repeats(pair_key, num_methods: int | None = None) -> int:
+    """Repeats when the page opens or the pair changes: the most (up to 3) whose estimate fits at the sidebar's
+    defaults (components.views.cost), so the first click finishes and its speedups are medians."""
+    count = len(default_compare()) if num_methods is None else num_methods
+    return cost.compare_repeats(pair_key, max(count, 1), *DEFAULT_SETTINGS, coupled=True)
+
+
 def build(page) -> None:
     with gr.Tab("Compare", id="compare"):
         with gr.Row():
             coupled = gr.Checkbox(value=True, label="Coupled: same drafts and same random draws for every verifier",
                                   info="Isolates the rule from sampling noise (charts); the texts and speedups are independent runs.")
-            repeats = gr.Number(value=1, precision=0, minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
-                                info="seed, seed + 1, ...: the chart shows their mean and 95 % band",
+            repeats = gr.Number(value=default_repeats(page.sidebar.pair.value), precision=0, minimum=1, maximum=MAX_REPEATS,
+                                label="Repeats (seeds)",
+                                info="seed, seed + 1, ...: charts show their mean and 95 % band, speedups their median",
                                 elem_id="compare-repeats")
             button = gr.Button("Compare", variant="primary", elem_id="compare-button")
         texts = gr.HTML(elem_id="compare-outputs")
@@ -111,6 +133,8 @@ def build(page) -> None:
 def wire_events(page) -> None:
     tab = page.views["compare"]
     s = page.sidebar
+    s.pair.change(lambda key, chosen: default_repeats(key, len(chosen or [])), [s.pair, s.methods], tab["repeats"],
+                  queue=False, show_progress="hidden", api_visibility="private")
     wire(tab["button"].click, compare, [s.pair, page.prompt, s.methods, *page.settings_inputs, tab["coupled"],
                                         tab["repeats"]],
          tab["outputs"], api_name="compare", concurrency_id="models", preprocess=False)

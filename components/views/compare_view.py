@@ -19,7 +19,7 @@ from spectr_gbv.records import RunRecord
 from . import figures
 from .outputs import NamedOutputs, skip
 from .band_figures import efficiency_band_figure
-from .runs import Stop, header_html, header_line, point_from_summaries, titled
+from .runs import Speedup, Stop, header_html, header_line, point_from_summaries, speedup_of, titled
 from .text import metrics_line, provenance_html, side_by_side_html
 
 
@@ -47,7 +47,8 @@ class CompareView:
         self.stop: Stop | None = None
 
     def planned(self) -> int:
-        return 1 + self.timed + len(self.methods) * len(self.seeds) + self.coupled * len(self.seeds)
+        ar_runs = 1 + (len(self.methods) if self.timed else 0)  # AR first, and after every method when timed
+        return ar_runs + len(self.methods) * len(self.seeds) + self.coupled * len(self.seeds)
 
     def finished(self) -> int:
         return len(self.ar) + sum(map(len, self.runs.values())) + len(self.coupled_runs)
@@ -55,6 +56,10 @@ class CompareView:
     def done(self) -> list[str]:
         """The methods whose runs (every seed) have finished, in the order asked for."""
         return [m for m in self.methods if len(self.runs.get(m, [])) == len(self.seeds)]
+
+    def charted(self, done: list[str]) -> list[str]:
+        """The methods on the charts: every method once the coupled runs finished (they judge them all), else `done`."""
+        return list(self.methods) if self.coupled_runs else done
 
     def chart_summaries(self, done: list[str]) -> dict[str, list[dict]]:
         """Per method, one summary per seed: of the coupled runs when there are any, else of the independent runs."""
@@ -73,17 +78,25 @@ class CompareView:
                     else [it.expected_accepted for it in first[m].iterations]) for m in done}
 
     def ceiling(self, done: list[str]) -> float | None:
-        """The best any exact rule could do at the contexts of the charts' first run (teaching pairs only)."""
-        emitted = ([s.emitted for s in self.coupled_runs[0].steps] if self.coupled_runs
-                   else [it.emitted for it in self.runs[done[0]][0].iterations])
-        return run_ceiling(self.pair.info.key, self.prompt_ids, emitted, self.base.config(done[0]))
+        """The best E[tau] any exact rule could reach, averaged over the iterations of every run on the charts
+        (teaching pairs only): the contexts of each seed's coupled run, else of the first method's runs."""
+        runs = ([[s.emitted for s in run.steps] for run in self.coupled_runs] if self.coupled_runs
+                else [[it.emitted for it in run.iterations] for run in self.runs[done[0]]])
+        config = self.base.config(done[0])
+        values = [(run_ceiling(self.pair.info.key, self.prompt_ids, emitted, config), len(emitted)) for emitted in runs
+                  if emitted]
+        if not values or any(v is None for v, _ in values):
+            return None
+        return sum(v * n for v, n in values) / sum(n for _, n in values)
 
-    def speedups(self, done: list[str]) -> dict[str, float]:
-        """tokens/s of each method's first run over AR's (harmonic mean of the AR runs before and after)."""
-        if not self.ar:
+    def speedups(self, done: list[str]) -> dict[str, Speedup]:
+        """Per method, its runs' tokens/s over those of the AR runs just before and after them (`speedup_of`):
+        method i ran between AR runs i and i + 1 (only the one before, until the one after has run)."""
+        if not self.ar or not self.timed:
             return {}
-        ar_rate = len(self.ar) / sum(1 / run.tokens_per_second for run in self.ar)
-        return {m: self.runs[m][0].tokens_per_second / ar_rate for m in done}
+        return {m: speedup_of([run.tokens_per_second for run in self.runs[m]],
+                              [run.tokens_per_second for run in self.ar[i:i + 2]])
+                for i, m in enumerate(self.methods) if m in done and i < len(self.ar)}
 
     def header(self, done: list[str], final: bool) -> str:
         seeds = [f"{len(self.seeds)} seeds ({self.seeds[0]} to {self.seeds[-1]})"] if len(self.seeds) > 1 else []
@@ -92,7 +105,8 @@ class CompareView:
                            self.stop)
         if not final:
             line += f"running: {len(done)} of {len(self.methods)} methods done"
-        sources = ("Texts and speedups: independent runs (first seed). Charts: "
+        sources = ("Texts and speedups: independent runs (texts: the first seed; speedups: the median over the seeds, "
+                   "each run against the AR runs just before and after its method). Charts: "
                    + ("coupled runs, the same drafts and random draws for every method." if self.coupled_runs
                       else "independent runs."))
         note = server_note(self.pair.target)
@@ -103,11 +117,12 @@ class CompareView:
     def outputs(self, final: bool = False) -> "Compared":
         """Compare's eight outputs: side by side texts, six charts, the data."""
         pair, done, coupled = self.pair, self.done(), bool(self.coupled_runs)
+        charted = self.charted(done)
         first = {m: self.runs[m][0] for m in done}
-        repeats = self.chart_summaries(done)
-        shown = [repeats[m][0] for m in done]  # the charts of distributions: the first seed's run
-        points = {m: point_from_summaries(repeats[m]) for m in done}
-        ceiling = self.ceiling(done) if final and done else None
+        repeats = self.chart_summaries(charted)
+        shown = [repeats[m][0] for m in charted]  # the charts of distributions: the first seed's run
+        points = {m: point_from_summaries(repeats[m]) for m in charted}
+        ceiling = self.ceiling(charted) if final and charted else None
         speedups = self.speedups(done)
         phases = ({AUTOREGRESSIVE: self.ar[0].phase_ms_per_token} if self.ar else {}) | {m: first[m].phase_ms_per_token for m in done}
         device = str(getattr(pair.target, "device", "cpu"))
@@ -118,9 +133,10 @@ class CompareView:
             AUTOREGRESSIVE: self.ar[0].summary() if self.ar else None,
             "independent": [first[m].summary() | {"accepted_length_histogram": first[m].accepted_length_histogram}
                             for m in done],
-            "speedup_vs_ar": speedups if self.timed else None,
+            "speedup_vs_ar": {m: s.summary() for m, s in speedups.items()} if self.timed else None,
+            "ar_tokens_per_second": [run.tokens_per_second for run in self.ar] if self.timed else None,
             "ms_per_token_by_phase": phases if self.timed else None,
-            "coupled_runs": [self.coupled_runs[0].summary(m) for m in done] if coupled else None,
+            "coupled_runs": [self.coupled_runs[0].summary(m) for m in charted] if coupled else None,
             "coupled_seeds": [run.config.seed for run in self.coupled_runs] if coupled else None,
             "leader": self.coupled_runs[0].config.method if coupled else None,
             "block_efficiency_over_seeds": points,
@@ -134,6 +150,6 @@ class CompareView:
             titled(figures.per_position_figure(shown), coupled),
             titled(figures.calls_per_token_figure(shown), coupled),
             figures.speedup_figure(speedups, device, phases, timed=self.timed),
-            titled(figures.theory_figure(self.theory_series(done)), coupled),
+            titled(figures.theory_figure(self.theory_series(charted)), coupled),
             data,
         )

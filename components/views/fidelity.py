@@ -8,17 +8,17 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.fidelity import fidelity_result, fidelity_sample
 
 from ..serving import gpu, visitors
 from ..serving import limits
 from ..serving.limits import Budget, BudgetSpent
-from . import caps, figures
+from . import caps, cost, figures
 from .errors import translate_error, user_errors
-from .inputs import DEFAULT_METHOD, check_runs_fit, draft_for, prepare, ticker
+from .inputs import DEFAULT_METHOD, draft_for, prepare, ticker
 from .outputs import NamedOutputs, skip, wire
 from .runs import Stop, header_line
+from .text import visible_token
 from .settings import check_method, number, settings
 from .words import how_to_read
 
@@ -46,8 +46,7 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
     variable = "SPECTR_GBV_MAX_FIDELITY_RUNS" + ("" if pair.words else "_LLM")
     runs = number(f"number of runs N (this server's limit for this pair: {variable})", num_runs, 10, most)
     tokens = number("tokens per run", num_tokens, 1, 3)
-    check_runs_fit(pair, [(runs, 0 if method == AUTOREGRESSIVE else base.draft_length)], tokens,
-                   f"{runs} runs of {tokens} tokens, then the exact law", extra=1)
+    check_fidelity_fits(pair.info.key, method, base, runs, tokens)
     budget = ticker(Budget())  # both phases: the runs, then the exact law's scoring calls
     config = base.config(method, with_theory=False)
     heading = functools.partial(header_line, pair.info.key, [method], base.num_drafts, base.draft_length,
@@ -71,13 +70,33 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
     yield Checked(heading(stop=stop), *_outputs(pair, result, stop))
 
 
+def check_fidelity_fits(pair_key, method, base, runs: int, tokens: int) -> None:
+    """Refuse, before any run, an N over what this pair's estimate fits (caps.max_fidelity_runs, the slider's cap)."""
+    most = caps.max_fidelity_runs(pair_key, method, base.draft_length, tokens, num_drafts=base.num_drafts)
+    if runs > most:
+        seconds = cost.fidelity_seconds(pair_key, method, base.num_drafts, base.draft_length, runs, tokens)
+        raise ValueError(
+            f"N = {runs} runs of {tokens} token(s) is over what fits this request's budget on this pair (at most "
+            f"{most}: {limits.LIMITS.iterations} decoding iterations, SPECTR_GBV_MAX_ITERATIONS, and "
+            f"{limits.LIMITS.seconds} s, SPECTR_GBV_MAX_SECONDS; estimated {cost.about(seconds)}), so it was not "
+            "started: lower N or the tokens compared")
+
+
 def _outputs(pair, result, stop) -> tuple:
     """(figure, data) of a fidelity result."""
-    outcome_text = [" ".join(repr(t)[1:-1] if t.strip() != t else t for t in pair.token_text(list(r.outcome)))
+    outcome_text = [" ".join(visible_token(t) for t in pair.token_text(list(r.outcome)))
                     for r in result.rows]
     data = result.summary() | {"pair": pair.info.key, "stopped": stop.text() if stop else None, "outcomes": [
         {"tokens": text, "count": r.count, "empirical": r.empirical, "exact": r.exact} for text, r in zip(outcome_text, result.rows)]}
     return figures.fidelity_figure(result, outcome_text), data
+
+
+def default_runs(pair_key, method=DEFAULT_METHOD, num_drafts=2, draft_length=4, tokens=3) -> int:
+    """N when the page opens (or the pair changes): what the estimate fits in cost.DEFAULT_FRACTION of the budget."""
+    most = min(cost.FIDELITY_DEFAULT_RUNS, caps.max_fidelity_runs(pair_key, method, draft_length, tokens,
+                                                                   num_drafts=num_drafts))
+    return max(caps.FIDELITY_MIN_RUNS, cost.fidelity_runs(pair_key, method, num_drafts, draft_length, tokens,
+                                                           cost.DEFAULT_FRACTION, most))
 
 
 def build(page, default_pair: str) -> None:
@@ -87,7 +106,7 @@ def build(page, default_pair: str) -> None:
                     "band; try the released SpecTr-GBV rule on the two-token example.")
         with gr.Row():
             most_runs = caps.max_fidelity_runs(default_pair, DEFAULT_METHOD, 4, 3)
-            num_runs = gr.Slider(caps.FIDELITY_MIN_RUNS, most_runs, value=min(500, most_runs), step=1,
+            num_runs = gr.Slider(caps.FIDELITY_MIN_RUNS, most_runs, value=default_runs(default_pair), step=1,
                                  label="Runs N", info=caps.fidelity_runs_info(most_runs), elem_id="fidelity-runs")
             num_tokens = gr.Slider(1, 3, value=3, step=1, label="First tokens compared")
             button = gr.Button("Check fidelity", variant="primary", elem_id="fidelity-button")

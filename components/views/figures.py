@@ -12,11 +12,13 @@ and Sweep, which carry bands over repeats, are in components.band_figures.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
 from spectr_gbv import AUTOREGRESSIVE, METHODS
 
+from .runs import NOISY_AR_SPREAD, Speedup
+from .text import visible_token
 from .palette import KINDS, PHASE_COLOURS, TARGET_Q, DRAFT_P, bar_marker, line_style, method_colour
 
 LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=70, b=40), height=400, font=dict(size=14),  # >= 14 px
@@ -81,29 +83,42 @@ def calls_per_token_figure(summaries: Sequence[dict]) -> go.Figure:
     return fig
 
 
-def speedup_figure(speedups: dict[str, float], device: str, phases: dict[str, dict[str, float]] | None = None,
-                   timed: bool = True) -> go.Figure:
+def speedup_figure(speedups: Mapping[str, "Speedup | float"], device: str,
+                   phases: dict[str, dict[str, float]] | None = None, timed: bool = True) -> go.Figure:
     """Wall-clock speedup against AR, measured in the same request on this server, and (with
     `phases`: method -> ms per emitted token in each phase, "ar" included) why: where the time goes.
 
+    A method's bar is the median of its timed runs (`components.views.runs.Speedup`; a plain
+    number is one run) with their range as the error bar; a method timed once is left out (one
+    run is noise), and a bar whose AR runs before and after disagreed is cross-hatched and says so.
     `timed=False` (the teaching pairs, whose "models" are lookup tables) draws no bars, only
     the reason: their timings measure Python overhead, not speculative decoding."""
     if not timed:
-        fig = _figure("Wall-clock speedup: not shown for this pair", "", "")
-        # Short lines: the note must fit a chart half a 1024 px screen wide.
-        fig.add_annotation(text="The teaching pairs are lookup tables:<br>a 'forward' takes microseconds, so wall-clock<br>"
-                                "time measures Python overhead, not speculation.<br>Block efficiency is the "
-                                "hardware-free measure;<br>a real model pair shows the speedup.",
-                           showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(size=14))
-        fig.update_xaxes(visible=False)
-        fig.update_yaxes(visible=False)
-        return fig
-    subtitle = f"one timed run per method, AR timed before and after; this server ({device}): depends on the hardware"
+        return _note_figure("Wall-clock speedup: not shown for this pair",
+                            "The teaching pairs are lookup tables:<br>a 'forward' takes microseconds, so wall-clock<br>"
+                            "time measures Python overhead, not speculation.<br>Block efficiency is the "
+                            "hardware-free measure;<br>a real model pair shows the speedup.")
+    stats = {m: v if isinstance(v, Speedup) else Speedup(float(v), float(v), float(v), 1, None) for m, v in speedups.items()}
+    charted = {m: v for m, v in stats.items() if v.runs > 1}
+    if stats and not charted:
+        return _note_figure("Wall-clock speedup: one timed run per method",
+                            "One run per method is too noisy to chart:<br>set Repeats to 2 or more for a median<br>"
+                            "and its range (the single runs are in the data).")
+    runs = min((v.runs for v in charted.values()), default=0)
+    subtitle = (f"median of {runs}+ runs per method (bar: range), each against the AR runs before and after it; "
+                f"cross-hatched: noisy, AR moved > {NOISY_AR_SPREAD:.0%}<br>this server ({device}): depends on the hardware")
+    labels = [method_label(m) + (" (noisy)" if v.noisy else "") for m, v in charted.items()]
+    bars = dict(x=labels, y=[v.median for v in charted.values()],
+                error_y=dict(type="data", symmetric=False, array=[v.high - v.median for v in charted.values()],
+                             arrayminus=[v.median - v.low for v in charted.values()], color="#444"),
+                marker=_speedup_marker(charted),
+                hovertext=[f"median {v.median:.2f}x, range {v.low:.2f} to {v.high:.2f}, {v.runs} runs"
+                           + (f"; AR before and after differ by {v.ar_spread:.0%}" if v.ar_spread is not None else "")
+                           for v in charted.values()])
     if not phases:
         fig = _figure("Wall-clock speedup vs AR", "", "tokens/s over AR's tokens/s", subtitle)
-        labels = [method_label(m) for m in speedups]
-        fig.add_bar(x=labels, y=list(speedups.values()), marker=bar_marker(list(speedups)))
-        fig.add_hline(y=1.0, line_dash="dash", annotation_text="AR")
+        fig.add_bar(**bars)
+        fig.add_hline(y=1.0, line_dash="dash", annotation_text="AR", annotation_position="bottom right")
         method_axis(fig, labels)
         return fig
     from plotly.subplots import make_subplots
@@ -112,16 +127,33 @@ def speedup_figure(speedups: dict[str, float], device: str, phases: dict[str, di
                         subplot_titles=("speedup vs AR (tokens/s ratio)", "ms per token, by phase"))
     fig.update_layout(title=dict(text="Wall-clock speedup vs AR, and where the time goes", subtitle=dict(text=subtitle)),
                       barmode="stack", **LAYOUT)
-    labels = [method_label(m) for m in speedups]
-    fig.add_bar(x=labels, y=list(speedups.values()), marker=bar_marker(list(speedups)), showlegend=False,
-                text=[f"{v:.2f}x" for v in speedups.values()], textposition="outside", row=1, col=1)
+    fig.update_layout(margin=dict(LAYOUT["margin"], t=110))  # two subtitle lines above the panel titles
+    fig.add_bar(showlegend=False, row=1, col=1, **bars)
     fig.add_hline(y=1.0, line_dash="dash", row=1, col=1)
-    order = [AUTOREGRESSIVE, *[m for m in speedups if m != AUTOREGRESSIVE]]
+    order = [AUTOREGRESSIVE, *[m for m in charted if m != AUTOREGRESSIVE]]
     for phase, colour in PHASE_COLOURS.items():
         fig.add_bar(name=phase, x=[method_label(m) for m in order if m in phases],
                     y=[phases[m].get(phase, 0.0) for m in order if m in phases], marker_color=colour, row=1, col=2)
     method_axis(fig, labels, row=1, col=1)
     method_axis(fig, [method_label(m) for m in order if m in phases], row=1, col=2)
+    return fig
+
+
+def _speedup_marker(charted: Mapping[str, "Speedup"]) -> dict:
+    marker = bar_marker(list(charted))
+    shapes = list(marker.get("pattern", {}).get("shape") or [""] * len(charted))
+    marker["pattern"] = dict(marker["pattern"], shape=[shape or ("x" if v.noisy else "")
+                                                       for shape, v in zip(shapes, charted.values())])
+    return marker
+
+
+def _note_figure(title: str, text: str) -> go.Figure:
+    """A chart that says why it has nothing to draw."""
+    fig = _figure(title, "", "")
+    # Short lines: the note must fit a chart half a 1024 px screen wide.
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(size=14))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
     return fig
 
 
@@ -157,7 +189,7 @@ def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_k
     only SD's residual is norm((q - p)+) of the plotted bars, so for `method` another rule the
     subtitle says so (the explorer's detail panel gives the rule, components.residuals).
     """
-    names = [repr(t)[1:-1] if t.strip() != t or not t else t for t in token_text]
+    names = [visible_token(t) for t in token_text]
     source = {"correction": "residual (drawn from)", "bonus": "q at L+1 (drawn from)", "target": "q (drawn from)"}[final_kind]
     subtitle = "the most likely tokens there; q and p of the winning draft"
     if final_kind == "correction" and method in METHODS and not METHODS[method].plots_its_residual:

@@ -30,7 +30,7 @@ from spectr_gbv.records import IterationRecord
 
 from .palette import KINDS, UNREACHED, KindStyle
 from .residuals import final_token_rule
-from .text import legend_html
+from .text import legend_html, visible_token
 
 GRID_KINDS = ("accepted", "correction", "bonus", "rejected", "skipped")
 
@@ -75,7 +75,7 @@ def final_column(it: IterationRecord) -> int:
 
 
 def _quote(text: str) -> str:
-    return repr(text)[1:-1] if text.strip() != text or not text else text
+    return visible_token(text)
 
 
 def _ratio(p: float, q: float) -> str:

@@ -37,6 +37,11 @@ def default_compare() -> list[str]:
 # given the same drafts (it only adds the hand-off), and at K = 2 they nearly tie.
 # Chosen per configuration, never per iteration from the drafts (that would not be exact).
 DEFAULT_METHOD = "as_bv_handoff"
+# The sidebar's K, L, T and max new tokens when the page opens (make bench: K = 2, L = 4 pays on a
+# CPU); the views size their own defaults (Compare's repeats, Sweep's values, Fidelity's N) from
+# the cost of these (components.views.cost).
+DEFAULT_K, DEFAULT_L, DEFAULT_T, DEFAULT_TOKENS = 2, 4, 0.7, 40
+DEFAULT_SETTINGS = (DEFAULT_K, DEFAULT_L, DEFAULT_TOKENS)
 EXAMPLES = [
     [DEFAULT_KEY, "Write a Python function that checks whether a number is prime."],
     [DEFAULT_KEY, "A train travels 120 km in 1.5 hours. What is its average speed?"],

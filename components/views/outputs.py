@@ -1,7 +1,8 @@
 """Handler outputs by name: a handler returns a `NamedOutputs` dataclass, and its tab wires the
 names to components, so Gradio gets a dict keyed by component and no position has to line up.
 
-A field left at SKIP is left out of the dict: Gradio keeps that component as it is. Tests and
+A field left at SKIP is left out of the dict: Gradio keeps that component as it is. A JSON
+component's floats are rounded to JSON_DIGITS significant digits (no 3.9999999999999996). Tests and
 the API read the same objects (iterating gives the fields in order).
 """
 
@@ -39,8 +40,22 @@ class NamedOutputs:
         return len(dataclasses.fields(self))
 
     def keyed(self, components: Mapping[str, gr.components.Component]) -> dict:
-        return {components[f.name]: value for f in dataclasses.fields(self)
-                if not _is_skip(value := getattr(self, f.name))}
+        return {components[f.name]: rounded(value) if isinstance(components[f.name], gr.JSON) else value
+                for f in dataclasses.fields(self) if not _is_skip(value := getattr(self, f.name))}
+
+
+JSON_DIGITS = 10  # significant digits a JSON output shows: 3.9999999999999996 is 4.0, and no measured digit is lost
+
+
+def rounded(value):
+    """`value` with every float to JSON_DIGITS significant digits (dicts, lists and tuples walked; NaN kept)."""
+    if isinstance(value, float):
+        return float(f"{value:.{JSON_DIGITS}g}") if value == value else value
+    if isinstance(value, dict):
+        return {key: rounded(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(item) for item in value]
+    return value
 
 
 def keyed(fn: Callable, components: Mapping[str, gr.components.Component]) -> Callable:

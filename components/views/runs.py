@@ -124,6 +124,39 @@ def sweep_point(row: dict) -> dict[str, object]:
     return row | point_stats(row["repeat_block_efficiency"], row["repeat_expected_accepted"], row["repeat_target_calls"])
 
 
+NOISY_AR_SPREAD = 0.2  # AR's tokens/s before and after a method differing by more: the machine's load changed
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """One method's wall-clock speedup over AR from its timed runs, each against the AR runs just before and after it.
+
+    `median` and its range (`low`, `high`) over the method's runs (its seeds); `ar_spread` is how
+    much the AR runs around them disagree (|before - after| / their mean), None with one AR run."""
+
+    median: float
+    low: float
+    high: float
+    runs: int
+    ar_spread: float | None
+
+    @property
+    def noisy(self) -> bool:
+        return self.ar_spread is not None and self.ar_spread > NOISY_AR_SPREAD
+
+    def summary(self) -> dict:
+        return {"median": self.median, "low": self.low, "high": self.high, "runs": self.runs,
+                "ar_spread": self.ar_spread, "noisy": self.noisy}
+
+
+def speedup_of(rates: Sequence[float], ar_rates: Sequence[float]) -> Speedup:
+    """`Speedup` of a method's tokens/s `rates` against the tokens/s of the AR runs around them (one or two)."""
+    ar_rate = len(ar_rates) / sum(1 / rate for rate in ar_rates)  # harmonic mean: tokens/s of the AR runs together
+    ratios = sorted(rate / ar_rate for rate in rates)
+    spread = (abs(ar_rates[0] - ar_rates[-1]) / (sum(ar_rates) / len(ar_rates))) if len(ar_rates) > 1 else None
+    return Speedup(float(np.median(ratios)), ratios[0], ratios[-1], len(ratios), spread)
+
+
 def titled(figure, coupled: bool):
     """Say in a figure's title whether its numbers come from coupled or from independent runs."""
     figure.update_layout(title_text=f"{figure.layout.title.text} ({'coupled' if coupled else 'independent'} runs)")

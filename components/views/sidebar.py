@@ -7,7 +7,7 @@ import gradio as gr
 from ..serving import limits
 from . import caps, share
 from .explorer_js import PRESENTATION_JS
-from .inputs import DEFAULT_METHOD, PAIR_CHOICES, compare_choices, default_compare, method_choices
+from .inputs import DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, PAIR_CHOICES, compare_choices, default_compare, method_choices
 from .page import Sidebar
 from .settings import MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE
 
@@ -19,12 +19,12 @@ def build(default_pair: str) -> Sidebar:
                            info="Hub pairs need the Hugging Face Hub; the others work offline."
                            + (" This server also accepts 'TARGET, DRAFT' (hub ids or folders)." if limits.LIMITS.allow_any_model else ""))
         method = gr.Dropdown(method_choices(), value=DEFAULT_METHOD, label="Method (Generate, Fidelity)")
-        num_drafts = gr.Slider(1, MAX_DRAFTS, value=2, step=1, label="K (drafts)",  # make bench: K = 2, L = 4 pays on a CPU
+        num_drafts = gr.Slider(1, MAX_DRAFTS, value=DEFAULT_K, step=1, label="K (drafts)",
                                info=caps.ignored_info(DEFAULT_METHOD, "K"), elem_id="num-drafts")
-        draft_length = gr.Slider(1, caps.max_draft_length(2), value=4, step=1, label="L (draft length)",
-                                 info=caps.draft_length_info(2, DEFAULT_METHOD), elem_id="draft-length")
-        temperature = gr.Slider(0, MAX_TEMPERATURE, value=0.7, step=0.05, label="T (temperature)", info="0 = greedy")
-        max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=40, step=1, label="Max new tokens")
+        draft_length = gr.Slider(1, caps.max_draft_length(DEFAULT_K), value=DEFAULT_L, step=1, label="L (draft length)",
+                                 info=caps.draft_length_info(DEFAULT_K, DEFAULT_METHOD), elem_id="draft-length")
+        temperature = gr.Slider(0, MAX_TEMPERATURE, value=DEFAULT_T, step=0.05, label="T (temperature)", info="0 = greedy")
+        max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULT_TOKENS, step=1, label="Max new tokens")
         seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", info="Same settings + seed = same tokens")
         methods = gr.CheckboxGroup(compare_choices(), value=default_compare(), label="Methods (Compare, Sweep)")
         presentation = gr.Checkbox(False, label="Presentation mode (larger text, for a projector)",

@@ -12,11 +12,11 @@ from spectr_gbv.sweep import AXES, iter_sweep
 from ..serving import gpu, visitors
 from ..serving import limits
 from ..serving.limits import Budget, BudgetSpent
-from . import caps
+from . import caps, cost
 from .band_figures import sweep_band_figures
 from .caps import MAX_SWEEP_VALUES
 from .errors import translate_error, user_errors
-from .inputs import check_runs_fit, default_compare, prepare, ticker
+from .inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare, ticker
 from .outputs import NamedOutputs, skip, wire
 from .runs import MAX_REPEATS, Stop, header_line, sweep_point
 from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_choice, check_methods, number, settings, shown
@@ -93,12 +93,20 @@ def _sweep_data(pair, axis, points, stop) -> dict:
     return {"pair": pair.info.key, "axis": axis, "rows": points, "stopped": stop.text() if stop else None}
 
 
+def default_values(pair_key, axis: str, num_methods: int) -> str:
+    """The values box when the page opens, or the pair or axis changes: as many of 1, 2, 4, 8 (K, L) or
+    0, 0.35, 0.7, 1 (T) as the server's limit on runs allows and the estimate fits (components.views.cost)."""
+    count = max(int(num_methods or 1), 1)
+    values = cost.sweep_values(pair_key, count, axis, *DEFAULT_SETTINGS, most_values=caps.max_sweep_values(count))
+    return ", ".join(f"{v:g}" for v in values)
+
+
 def build(page) -> None:
     with gr.Tab("Sweep", id="sweep"):
         with gr.Row():
             axis = gr.Radio(list(AXES), value="K", label="Sweep over")
-            values = gr.Textbox(value="1, 2, 4, 8", label=caps.sweep_values_label(len(default_compare())),
-                                elem_id="sweep-values")
+            values = gr.Textbox(value=default_values(page.sidebar.pair.value, "K", len(default_compare())),
+                                label=caps.sweep_values_label(len(default_compare())), elem_id="sweep-values")
             repeats = gr.Number(value=1, precision=0, minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
                                 info="seeds per point: mean and 95 % band", elem_id="sweep-repeats")
             button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
@@ -114,6 +122,10 @@ def build(page) -> None:
 
 def wire_events(page) -> None:
     tab, s = page.views["sweep"], page.sidebar
+    for control in (s.pair, tab["axis"]):
+        control.change(lambda key, axis, chosen: default_values(key, axis, len(chosen or [])),
+                       [s.pair, tab["axis"], s.methods], tab["values"], queue=False, show_progress="hidden",
+                       api_visibility="private")
     wire(tab["button"].click, run_sweep, [s.pair, page.prompt, s.methods, tab["axis"], tab["values"],
                                           *page.settings_inputs, tab["repeats"]],
          tab["outputs"], api_name="sweep", concurrency_id="models", preprocess=False)

@@ -22,6 +22,30 @@ LOSSY_NOTE = (
 )
 
 
+WHITESPACE_GLYPHS = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": ""}
+
+
+def visible_token(text: str) -> str:
+    """A token as the grid and chart ticks show it: spaces at its ends as ␣, newlines as ⏎, tabs as ⇥
+    (an empty or all-space token was an empty cell and a blank tick); a word's inner spaces stay."""
+    if not text:
+        return "∅"
+    if text.strip() == text and "\n" not in text and "\t" not in text:
+        return text
+    core = text.strip()
+    start, end = text.index(core) if core else len(text), (text.index(core) + len(core)) if core else len(text)
+    glyphs = lambda part: "".join(WHITESPACE_GLYPHS.get(c, c) for c in part)  # noqa: E731
+    return glyphs(text[:start]) + core.replace("\n", "⏎").replace("\t", "⇥") + glyphs(text[end:])
+
+
+def output_token_html(text: str) -> str:
+    """A token in the running output: as written, but a token of whitespace alone shows its glyphs
+    (and a newline still breaks the line after its ⏎)."""
+    if text and not text.strip():
+        return (f'<span class="ws-glyph">{visible_token(text)}</span>' + ("<br>" if "\n" in text else ""))
+    return html.escape(text)
+
+
 def provenance_html(run: RunRecord, token_text: Callable[[list[int]], list[str]], legend: bool = True) -> str:
     spans = []
     for it in run.iterations:
@@ -31,7 +55,7 @@ def provenance_html(run: RunRecord, token_text: Callable[[list[int]], list[str]]
                 f'<span class="tok tok-{kind}" data-iteration="{it.index + 1}" '
                 f'title="iteration {it.index + 1}: {KIND_NAMES[kind]} (click: open it in the explorer)" '
                 f'style="{KINDS[kind].css()};padding:1px 2px;margin:0 1px;border-radius:3px;white-space:pre-wrap">'
-                f"{html.escape(token)}</span>"
+                f"{output_token_html(token)}</span>"
             )
     body = f'<div class="provenance">{"<wbr>".join(spans)}</div>'
     return body + legend_html() if legend else body

@@ -1,0 +1,153 @@
+"""Every view's defaults finish on the first click, sized from a cost estimate (issue 24).
+
+Methodology: the estimate (components.views.cost) is unit-tested on cases with a closed form
+(the two-token example's iterations, AR's one a token) and on the default pair, whose costs
+were measured on a 2-core CPU beside another process (docs/views.md): its defaults must be
+estimated inside cost.DEFAULT_FRACTION of the time budget, and Sweep's inside its own limit on
+runs. Then each view runs end to end at the defaults the page opens with, on the teaching pairs
+(lookup tables: the whole file takes seconds), and must finish without a budget stop. Compare's
+order (the default method, then the coupled run) and its interleaved AR timing are checked on
+the toy pair made to count as timed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import app
+from components.serving import visitors
+from components.serving import limits
+from components.views import caps, compare, cost, fidelity, generate, sweep
+from components.views.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, default_compare, prepare
+from components.views.runs import NOISY_AR_SPREAD, speedup_of
+from spectr_gbv.pairs import DEFAULT_KEY
+
+
+def last(steps):
+    return list(steps)[-1]
+
+
+# ------------------------------------------------------------------ the estimate
+
+
+def test_iterations_are_expected_not_fewest():
+    """Two-token example, 3 tokens, L = 4, alpha = 2/3: E[n] = 1 + (1/3)(4/3) + (2/9)(1) = 5/3 (fewest: 1)."""
+    mean, var = cost.iteration_law(3, 2 / 3, 4)
+    assert mean == pytest.approx(5 / 3) and var > 0
+    assert cost.iteration_law(40, 0.5, 0) == (40.0, 0.0)  # AR: one iteration a token
+    assert cost.iteration_law(1, 0.3, 4) == pytest.approx((1.0, 0.0), abs=1e-12)  # one token: one iteration, always
+    assert cost.iteration_law(10, 1.0, 4)[0] == pytest.approx(2.0)  # every draft accepted: 5 tokens an iteration
+
+
+def test_fidelity_cap_fits_the_iteration_budget_in_expectation():
+    """The bug: N = 1,999 was allowed on the two-token example and stopped at 1,200 (1.67 iterations a run)."""
+    most = caps.max_fidelity_runs("two-token", DEFAULT_METHOD, 4, 3)
+    assert most * 5 / 3 + cost.scoring_bound("two-token", most, 3) <= limits.LIMITS.iterations
+    assert most < 1999 and caps.max_fidelity_runs("two-token", DEFAULT_METHOD, 4, 1) == 1999  # 1 token: 1 iteration
+
+
+def test_the_default_pair_defaults_fit_half_the_budget():
+    k, length, tokens = DEFAULT_SETTINGS
+    methods = len(default_compare())
+    repeats = compare.default_repeats(DEFAULT_KEY)
+    assert repeats >= 2  # a median of speedups, not one run
+    assert cost.compare_seconds(DEFAULT_KEY, methods, k, length, tokens, repeats, True) <= (
+        cost.DEFAULT_FRACTION * limits.LIMITS.seconds)
+    values = [float(v) for v in sweep.default_values(DEFAULT_KEY, "K", methods).split(",")]
+    assert methods * len(values) <= limits.LIMITS.sweep_runs  # "7 methods x 4 values = 28 runs is over ... 24"
+    assert len(values) <= caps.max_sweep_values(methods)
+    assert cost.sweep_seconds(DEFAULT_KEY, methods, "K", values, k, length, tokens, 1) <= (
+        cost.DEFAULT_FRACTION * limits.LIMITS.seconds)
+    runs = fidelity.default_runs(DEFAULT_KEY)
+    assert cost.fidelity_seconds(DEFAULT_KEY, DEFAULT_METHOD, k, length, runs, 3) <= (
+        cost.DEFAULT_FRACTION * limits.LIMITS.seconds)
+    assert runs <= caps.max_fidelity_runs(DEFAULT_KEY, DEFAULT_METHOD, length, 3)
+
+
+def test_a_slower_pair_gets_smaller_defaults():
+    hub = "smollm2-360m"
+    assert compare.default_repeats(hub) <= compare.default_repeats(DEFAULT_KEY)
+    assert fidelity.default_runs(hub) < fidelity.default_runs(DEFAULT_KEY)
+    assert caps.max_fidelity_runs(hub, DEFAULT_METHOD, 4, 3) < caps.max_fidelity_runs(DEFAULT_KEY, DEFAULT_METHOD, 4, 3)
+
+
+def test_fidelity_refuses_up_front_what_its_cap_refuses():
+    most = caps.max_fidelity_runs("two-token", DEFAULT_METHOD, 4, 3)
+    with pytest.raises(ValueError, match="so it was not started"):
+        last(fidelity.run_fidelity("two-token", "A", DEFAULT_METHOD, 2, 4, 1.0, most + 1, 3))
+
+
+# ------------------------------------------------------------------ each view at its defaults, end to end
+
+
+def page_defaults(pair: str, prompt: str) -> dict:
+    demo = app.build_demo(default_pair=pair, default_prompt=prompt)
+    by_id = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+    by_label = {getattr(b, "label", None): b for b in demo.blocks.values()}
+    return dict(method=by_label["Method (Generate, Fidelity)"].value, K=by_id["num-drafts"].value,
+                L=by_id["draft-length"].value, T=by_label["T (temperature)"].value,
+                tokens=by_label["Max new tokens"].value, seed=by_label["Seed"].value,
+                methods=by_label["Methods (Compare, Sweep)"].value, repeats=by_id["compare-repeats"].value,
+                values=by_id["sweep-values"].value, runs=by_id["fidelity-runs"].value,
+                fidelity_tokens=by_label["First tokens compared"].value)
+
+
+@pytest.mark.parametrize("pair, prompt", [("toy", "the cat"), ("two-token", "A")])
+def test_every_view_finishes_at_its_defaults(pair, prompt):
+    d = page_defaults(pair, prompt)
+    settings = (d["K"], d["L"], d["T"], d["tokens"], d["seed"])
+    *_, state, _slider, _grid, _figure, _details = last(generate.generate_stream(pair, prompt, d["method"], *settings))
+    assert state.record.summary()["new_tokens"] == d["tokens"]
+    compared = last(compare.compare(pair, prompt, d["methods"], *settings, True, d["repeats"]))
+    assert compared.data["stopped"] is None and compared.data["finished_methods"] == compare.run_order(d["methods"])
+    swept = last(sweep.run_sweep(pair, prompt, d["methods"], "K", d["values"], *settings, 1))
+    assert swept.data["stopped"] is None and len(swept.data["rows"]) == len(d["methods"]) * len(d["values"].split(","))
+    checked = last(fidelity.run_fidelity(pair, prompt, d["method"], d["K"], d["L"], d["T"], d["runs"],
+                                         d["fidelity_tokens"]))
+    assert checked.data["stopped"] is None and checked.data["runs"] == d["runs"]
+
+
+# ------------------------------------------------------------------ Compare's order and timing
+
+
+@pytest.fixture
+def timed_toy(monkeypatch):
+    """The toy pair as if it were a model pair: Compare times it (AR after every method)."""
+    def timed_prepare(pair_key, prompt, progress=None):
+        pair, ids = prepare(pair_key, prompt, progress)
+        return dataclasses.replace(pair, words=None), ids
+
+    monkeypatch.setattr(compare, "prepare", timed_prepare)
+
+
+def test_compare_runs_the_default_method_and_the_coupled_run_first(timed_toy):
+    methods = ["sd", "gbv", DEFAULT_METHOD]
+    steps = list(compare.compare("toy", "the cat", methods, 2, 3, 0.8, 8, 0, True, 2))
+    first = steps[0]
+    assert first.data["finished_methods"] == [DEFAULT_METHOD]  # the default method ran first
+    assert first.data["coupled_runs"] is None
+    after_coupled = steps[1]  # then the coupled runs: every method on the charts, one text so far
+    assert [r["method"] for r in after_coupled.data["coupled_runs"]] == [DEFAULT_METHOD, "sd", "gbv"]
+    final = steps[-1].data
+    assert len(final["ar_tokens_per_second"]) == len(methods) + 1  # AR before, between and after the methods
+    assert all(s["runs"] == 2 and s["low"] <= s["median"] <= s["high"] for s in final["speedup_vs_ar"].values())
+
+
+def test_one_timed_run_stays_out_of_the_speedup_chart(timed_toy):
+    outputs = last(compare.compare("toy", "the cat", ["sd"], 2, 3, 0.8, 8, 0, False, 1))
+    assert not outputs.speedup.data and "one timed run" in outputs.speedup.layout.title.text.lower()
+    assert outputs.data["speedup_vs_ar"]["sd"]["runs"] == 1  # the single run is in the data
+
+
+def test_a_speedup_is_the_median_and_is_noisy_when_ar_moved():
+    steady = speedup_of([10.0, 20.0, 30.0], [10.0, 10.0])
+    assert (steady.median, steady.low, steady.high, steady.runs) == (2.0, 1.0, 3.0, 3) and not steady.noisy
+    moved = speedup_of([10.0, 12.0], [10.0, 10.0 * (1 + 2 * NOISY_AR_SPREAD)])
+    assert moved.noisy and moved.ar_spread > NOISY_AR_SPREAD
+    assert speedup_of([10.0], [10.0]).ar_spread is None  # AR after the method not run yet: no verdict
+
+
+def test_threads_per_run_share_the_cores_between_the_model_slots():
+    assert visitors.threads_per_run(2, 2) == 1 and visitors.threads_per_run(16, 2) == 8 and visitors.threads_per_run(1, 4) == 1
