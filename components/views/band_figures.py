@@ -13,7 +13,6 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from spectr_gbv import METHODS
 
 from .figures import _figure, method_axis, method_label, speedup_figure
 from .palette import bar_marker, line_style, method_colour

@@ -5,22 +5,18 @@ and random draws for every verifier) when Coupled is ticked (components.views.co
 
 from __future__ import annotations
 
-import dataclasses
-
 import gradio as gr
 
-from spectr_gbv import AUTOREGRESSIVE, METHODS
-from spectr_gbv.coupled import CoupledRun, coupled_steps
-from spectr_gbv.engine import generate_config
+from spectr_gbv import METHODS
 
 from ..serving import gpu, visitors
-from ..serving.limits import Budget, BudgetSpent
+from ..serving.limits import Budget
 from .compare_view import CompareView
 from .errors import translate_error, user_errors
 from . import cost
 from .inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare, ticker
 from .outputs import wire
-from .runs import MAX_REPEATS, Stop
+from .runs import MAX_REPEATS
 from .settings import check_flag, check_methods, number, settings
 from .words import how_to_read
 
@@ -63,37 +59,7 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed)
     estimate = cost.about(cost.compare_seconds(pair.info.key, len(methods), base.num_drafts, base.draft_length,
                                                base.max_new_tokens, repeats, coupled))
-    steps, step = view.planned(), iter(range(view.planned()))
-
-    def ar(desc: str) -> None:
-        progress(next(step) / steps, desc=f"{desc} (all runs: {estimate})")
-        view.ar.append(generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False), tick))
-
-    try:
-        ar("AR baseline")
-        for i, method in enumerate(methods):
-            for one_seed in seeds:
-                progress(next(step) / steps, desc=f"{METHODS[method].label}, seed {one_seed}")
-                config = dataclasses.replace(base.config(method), seed=one_seed)
-                view.runs.setdefault(method, []).append(generate_config(pair.target, pair.draft, prompt_ids, config, tick))
-            if timed:  # AR after every method: each speedup is against the AR runs around it
-                ar(f"AR baseline, again ({i + 2} of {len(methods) + 1})")
-            yield view.outputs()
-            if i == 0 and coupled:
-                leader = coupled_leader(methods)
-                for one_seed in seeds:
-                    progress(next(step) / steps, desc=f"coupled run, seed {one_seed} (same drafts and draws)")
-                    run = CoupledRun(dataclasses.replace(base.config(leader), seed=one_seed), methods, prompt_ids)
-                    for coupled_step in coupled_steps(pair.target, pair.draft, prompt_ids, methods, run.config):
-                        tick(coupled_step)
-                        run.steps.append(coupled_step)
-                    view.coupled_runs.append(run)
-                yield view.outputs()
-    except BudgetSpent as error:
-        if not view.runs:
-            raise
-        view.stop = Stop(view.finished(), view.planned(), "runs", str(error))
-    yield view.outputs(final=True)
+    yield from view.run(tick, progress, estimate, coupled_leader(methods))
 
 
 def default_repeats(pair_key, num_methods: int | None = None) -> int:

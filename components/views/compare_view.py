@@ -7,15 +7,18 @@ finished before a budget stop), else from the independent runs; the outputs say 
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from dataclasses import dataclass
 
-from spectr_gbv import AUTOREGRESSIVE
+from spectr_gbv import AUTOREGRESSIVE, METHODS
 from spectr_gbv.ceiling import run_ceiling
+from spectr_gbv.coupled import CoupledRun, coupled_steps
+from spectr_gbv.engine import generate_config
 from spectr_gbv.models.cpu_kernel import server_note
-from spectr_gbv.coupled import CoupledRun
 from spectr_gbv.records import RunRecord
 
+from ..serving.limits import BudgetSpent
 from . import figures
 from .outputs import NamedOutputs, skip
 from .band_figures import efficiency_band_figure
@@ -45,6 +48,45 @@ class CompareView:
         self.runs: dict[str, list[RunRecord]] = {}  # per method, one run per seed
         self.coupled_runs: list[CoupledRun] = []  # one per seed
         self.stop: Stop | None = None
+
+    def run(self, tick, progress, estimate: str, leader: str):
+        """Every run, in Compare's order, yielding the outputs after each piece of work (components.views.compare).
+
+        AR, then each method (AR again after it on a timed pair), with the coupled runs right after
+        the first method; a budget stop keeps what finished and says so in the header."""
+        pair, prompt_ids, base = self.pair, self.prompt_ids, self.base
+        steps, step = self.planned(), iter(range(self.planned()))
+
+        def ar(desc: str) -> None:
+            progress(next(step) / steps, desc=f"{desc} (all runs: {estimate})")
+            self.ar.append(generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False),
+                                           tick))
+
+        try:
+            ar("AR baseline")
+            for i, method in enumerate(self.methods):
+                for one_seed in self.seeds:
+                    progress(next(step) / steps, desc=f"{METHODS[method].label}, seed {one_seed}")
+                    config = dataclasses.replace(base.config(method), seed=one_seed)
+                    self.runs.setdefault(method, []).append(generate_config(pair.target, pair.draft, prompt_ids, config,
+                                                                            tick))
+                if self.timed:  # AR after every method: each speedup is against the AR runs around it
+                    ar(f"AR baseline, again ({i + 2} of {len(self.methods) + 1})")
+                yield self.outputs()
+                if i == 0 and self.coupled:
+                    for one_seed in self.seeds:
+                        progress(next(step) / steps, desc=f"coupled run, seed {one_seed} (same drafts and draws)")
+                        run = CoupledRun(dataclasses.replace(base.config(leader), seed=one_seed), self.methods, prompt_ids)
+                        for coupled_step in coupled_steps(pair.target, pair.draft, prompt_ids, self.methods, run.config):
+                            tick(coupled_step)
+                            run.steps.append(coupled_step)
+                        self.coupled_runs.append(run)
+                    yield self.outputs()
+        except BudgetSpent as error:
+            if not self.runs:
+                raise
+            self.stop = Stop(self.finished(), self.planned(), "runs", str(error))
+        yield self.outputs(final=True)
 
     def planned(self) -> int:
         ar_runs = 1 + (len(self.methods) if self.timed else 0)  # AR first, and after every method when timed

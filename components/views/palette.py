@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spectr_gbv import AUTOREGRESSIVE, METHODS
-from spectr_gbv.methods import LOSSY_RED
+from spectr_gbv.methods import LOSSY_RED  # noqa: F401 - the palette's one red, re-exported for the views
 
 # Each method's colour and symbol live with its registry entry (spectr_gbv.methods); AR, the
 # baseline every chart compares against, is black.

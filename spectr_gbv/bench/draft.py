@@ -59,7 +59,7 @@ def feature_draft_first_logits(target, draft, prompt_ids: list[int], continuatio
         out = target.model.base_model(torch.tensor([ids[:-1]], device=target.device),
                                       output_hidden_states=bool(draft.feature_layers))
         features = (torch.cat([out.hidden_states[i + 1] for i in draft.feature_layers], -1) if draft.feature_layers
-                    else out.last_hidden_state)[0]
+                    else out.last_hidden_state)[0].to(draft.embedding.dtype)
         tokens = torch.tensor(ids[1:], device=target.device)
         start = len(prompt_ids) - 2  # the entry that drafts continuation token 0
         g = draft.head.unrolled(features, draft.embedding[tokens], 1, start)[0][: len(continuation)]

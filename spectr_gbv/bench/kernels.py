@@ -80,7 +80,7 @@ def main(argv=None) -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
         del model, loaded
-    lines = [f"# Forward costs of the default target per CPU kernel\n", header + "\n",
+    lines = ["# Forward costs of the default target per CPU kernel\n", header + "\n",
              "Command: `python -m spectr_gbv.bench.kernels " + " ".join(sys.argv[1:] if argv is None else argv) + "`\n",
              "Each cost is the fastest of the interleaved repeats, over a 100-token KV cache; positions in one-token steps.\n",
              "| kernel | one-token step (ms) | " + " | ".join(f"{n} positions" for n in POSITIONS)
