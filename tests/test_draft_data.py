@@ -51,7 +51,7 @@ class WordTokenizer:
     """Enough of a tokenizer for the plan: no chat template, one id per word."""
     chat_template = None
 
-    def __call__(self, text):
+    def __call__(self, text, **kwargs):
         return {"input_ids": [hash(w) % 97 for w in text.split()]}
 
 
