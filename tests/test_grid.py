@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from components.views.grid import cell_states, draft_grid_html
-from components.views.residuals import CORRECTION
 from spectr_gbv import METHODS, generate
 from spectr_gbv.methods.base import SubBlockTest
 from spectr_gbv.records import IterationRecord, TopToken
@@ -165,7 +164,7 @@ def test_the_detail_panel_says_what_the_residual_subtracted_for_this_method():
     for method in ("sd", "spectr", "as_bv", "spectr_gbv_released"):
         markup = draft_grid_html(it, decode, method)
         panel = markup[markup.index('class="grid-detail-body"'):]
-        assert CORRECTION[method].split(":")[0].replace("'", "&#x27;") in panel
+        assert METHODS[method].residual.split(":")[0].replace("'", "&#x27;") in panel
     assert "LOSSY" in draft_grid_html(it, decode, "spectr_gbv_released")
     assert "nothing is subtracted" in draft_grid_html(record([], 3, 1, "bonus"), decode, "spectr")
 

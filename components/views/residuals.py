@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from spectr_gbv import METHODS
 
-# Correction tokens: the residual r the token Y was drawn from, per method (its registry entry).
-CORRECTION = {name: spec.residual for name, spec in METHODS.items()}
 BONUS = "bonus: all L drafted tokens were accepted, so Y ~ q at position L+1 of the winning draft; nothing is subtracted."
 TARGET = "plain autoregressive step: Y ~ q, the target's distribution; no draft, nothing subtracted."
 

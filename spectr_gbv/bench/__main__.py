@@ -190,10 +190,7 @@ def cpu_line(kernel) -> str:
     """The CPU model, its bf16 flags and the target's kernel, for the header of every result."""
     from ..models import cpu_kernel
 
-    flags = cpu_kernel.cpu_flags()
-    native = sorted(flags & {"avx512_bf16", "amx_bf16"})
-    line = (f"CPU: {cpu_kernel.cpu_model()} ({cpu_kernel.cpu_class(flags)}; native bf16 flags: "
-            f"{', '.join(native) or 'none'})")
+    line = cpu_kernel.describe_cpu(cpu_kernel.cpu_flags())
     return line + (f"; {kernel.note()}" if kernel is not None else "")
 
 

@@ -24,6 +24,8 @@ from collections import defaultdict
 import torch
 
 from .. import generate, load_pair
+from ..models import cpu_kernel
+from ..models.feature_draft import target_features
 from ..models.hf import chat_prompt_ids
 from ..intervals import t_interval
 from ..probs import logits_to_probs
@@ -58,8 +60,7 @@ def feature_draft_first_logits(target, draft, prompt_ids: list[int], continuatio
     with torch.inference_mode():
         out = target.model.base_model(torch.tensor([ids[:-1]], device=target.device),
                                       output_hidden_states=bool(draft.feature_layers))
-        features = (torch.cat([out.hidden_states[i + 1] for i in draft.feature_layers], -1) if draft.feature_layers
-                    else out.last_hidden_state)[0].to(draft.embedding.dtype)
+        features = target_features(out, draft.feature_layers)[0].to(draft.embedding.dtype)
         tokens = torch.tensor(ids[1:], device=target.device)
         start = len(prompt_ids) - 2  # the entry that drafts continuation token 0
         g = draft.head.unrolled(features, draft.embedding[tokens], 1, start)[0][: len(continuation)]
@@ -121,14 +122,14 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draft", help="default: the default pair's draft (e.g. default-draft: the layered one, "
                                         "or a folder holding a feature_draft.json)")
-    parser.add_argument("--kernel", choices=["float32", "fp16-weights", "bfloat16"],
+    parser.add_argument("--kernel", choices=cpu_kernel.KERNELS,
                         help="the target's CPU kernel (default: the one models.cpu_kernel chooses)")
     parser.add_argument("--sharegpt", type=int, default=0, help="also this many held-out ShareGPT prompts")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     if args.kernel:
-        os.environ["SPECTR_GBV_CPU_KERNEL"] = args.kernel
+        os.environ[cpu_kernel.KERNEL_ENV] = args.kernel
     target, draft, tokenizer = load_pair("default", args.draft)
     kernel = getattr(target.loaded, "kernel", None)
     prompts = list(HELD_OUT_PROMPTS) + (sharegpt_held_out(args.sharegpt) if args.sharegpt else [])

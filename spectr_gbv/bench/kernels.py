@@ -59,9 +59,7 @@ def main(argv=None) -> None:
     flags = cpu_kernel.cpu_flags()
     klass = cpu_kernel.cpu_class(flags)
     kernels = args.kernels or cpu_kernel.candidates(flags)
-    native = sorted(flags & {"avx512_bf16", "amx_bf16"})
-    header = (f"CPU: {cpu_kernel.cpu_model()}; class {klass}; native bf16 flags: {', '.join(native) or 'none'}; "
-              f"torch {torch.__version__}, {args.threads} thread(s)")
+    header = f"{cpu_kernel.describe_cpu(flags)}; torch {torch.__version__}, {args.threads} thread(s)"
     print(header, flush=True)
     base = load_model("default", device="cpu", dtype=torch.float32)
     rows = []

@@ -76,6 +76,16 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # /proc/cpuinfo's word for bf16 products in hardware
+NATIVE_BF16_CLASSES = frozenset({"AMX-BF16", "AVX512-BF16"})
+
+
+def describe_cpu(flags: set[str]) -> str:
+    """The CPU model, its class and its native bf16 flags, for the header of every benchmark."""
+    native = sorted(flags & NATIVE_BF16_FLAGS)
+    return f"CPU: {cpu_model()} ({cpu_class(flags)}; native bf16 flags: {', '.join(native) or 'none'})"
+
+
 def cpu_class(flags: set[str]) -> str:
     """The class that decides which kernels are fast: AMX, AVX512-BF16, AVX512, AVX2 or other."""
     if "amx_bf16" in flags:
@@ -94,7 +104,7 @@ def candidates(flags: set[str]) -> list[str]:
     found = ["float32"]
     if "fbgemm" in torch.backends.quantized.supported_engines and "f16c" in flags:
         found.append("fp16-weights")
-    if "avx512_bf16" in flags or "amx_bf16" in flags:
+    if cpu_class(flags) in NATIVE_BF16_CLASSES:
         found.append("bfloat16")
     return found
 
@@ -148,6 +158,10 @@ class KernelChoice:
     costs: tuple[KernelCost, ...] = field(default_factory=tuple)
     reason: str = "measured"  # or the override that set it
 
+    @property
+    def native_bf16(self) -> bool:
+        return self.cpu_class in NATIVE_BF16_CLASSES
+
     def cost(self) -> KernelCost | None:
         return next((c for c in self.costs if c.kernel == self.kernel), None)
 
@@ -171,7 +185,7 @@ def best(costs: list[KernelCost]) -> KernelCost:
     return max(costs, key=lambda c: c.predicted_tokens_per_second())
 
 
-def override(flags: set[str]) -> tuple[str, str] | None:
+def override() -> tuple[str, str] | None:
     """(kernel, reason) from the environment, or None."""
     chosen = os.environ.get(KERNEL_ENV, "").strip().lower()
     if chosen:
@@ -223,8 +237,8 @@ def probe(model: torch.nn.Module, kernels: list[str]) -> list[KernelCost]:
     return costs
 
 
-def _cache_file(cache: Path, model_name: str, flags: set[str]) -> Path:
-    key = json.dumps([cpu_model(), sorted(flags), torch.__version__, torch.get_num_threads(), model_name])
+def _cache_file(cache: Path, model_name: str, cpu: str, flags: set[str]) -> Path:
+    key = json.dumps([cpu, sorted(flags), torch.__version__, torch.get_num_threads(), model_name])
     return cache / "cpu-kernel" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
@@ -232,10 +246,10 @@ def choose(model: torch.nn.Module, model_name: str, cache: Path | None = None) -
     """The kernel for `model` (fp32, CPU) on this machine: the override, the cached probe, or a new probe."""
     flags = cpu_flags()
     klass, name = cpu_class(flags), cpu_model()
-    forced = override(flags)
+    forced = override()
     if forced is not None:
         return KernelChoice(forced[0], klass, name, reason=forced[1])
-    path = _cache_file(cache, model_name, flags) if cache is not None else None
+    path = _cache_file(cache, model_name, name, flags) if cache is not None else None
     if path is not None and path.is_file():
         try:
             saved = json.loads(path.read_text())

@@ -67,6 +67,15 @@ class FeatureDraftShape:
                    config.intermediate_size, float(rope), float(config.rms_norm_eps), tuple(feature_layers))
 
 
+def target_features(outputs, feature_layers: Sequence[int]) -> torch.Tensor:
+    """The features a draft reads from a transformers forward's `outputs` [rows, n, F]: the fused
+    layers' outputs side by side (`hidden_states[i + 1]` is the output of layer i; the forward
+    must ask for `output_hidden_states`), or with no layers the final norm's output."""
+    if not feature_layers:
+        return outputs.last_hidden_state
+    return torch.cat([outputs.hidden_states[i + 1] for i in feature_layers], dim=-1)
+
+
 def tokenizer_fingerprint(tokenizer) -> str:
     """A short hash of the vocabulary (token -> id) and the special tokens: equal iff the drafts' ids mean the same."""
     vocab = sorted(tokenizer.get_vocab().items())

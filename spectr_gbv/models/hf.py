@@ -302,11 +302,8 @@ def feature_draft_model(target: LoadedModel, folder: Path) -> "FeatureDraftModel
 def _draft_in_bf16(target: LoadedModel) -> bool:
     """Whether the feature draft runs in bf16: a CPU with native bf16 whose target runs in fp16 weights
     (with $SPECTR_GBV_CPU_DTYPE=float32, the stand-in for a CPU without bf16, the draft stays fp32)."""
-    from . import cpu_kernel
-
     choice = target.kernel
-    return (choice is not None and choice.kernel == "fp16-weights"
-            and cpu_kernel.cpu_class(cpu_kernel.cpu_flags()) in ("AVX512-BF16", "AMX-BF16"))
+    return choice is not None and choice.kernel == "fp16-weights" and choice.native_bf16
 
 
 def load_pair(

@@ -18,6 +18,7 @@ import torch
 
 from ..probs import restricted_head_logits
 from ..trie import DraftTrie
+from .feature_draft import target_features
 
 if TYPE_CHECKING:
     from .hf import LoadedModel
@@ -94,9 +95,8 @@ class HFSession:
         fused = self.collect_features and bool(self.feature_layers)
         out = base(input_ids=input_ids, past_key_values=self.cache, use_cache=True, output_hidden_states=fused or None,
                    **kwargs)
-        if self.collect_features:  # hidden_states[i + 1] is the output of layer i
-            self.last_features = (torch.cat([out.hidden_states[i + 1] for i in self.feature_layers], dim=-1)
-                                  if fused else out.last_hidden_state)
+        if self.collect_features:
+            self.last_features = target_features(out, self.feature_layers)
         return out.last_hidden_state
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -31,6 +31,7 @@ held-out conversations (`source` "sharegpt-heldout") into OUT/heldout, for valid
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import time
@@ -62,7 +63,6 @@ class PlannedPrompt:
 def prompt_plan(tokenizer, seed: int = 0, templates: int | None = None) -> list[PlannedPrompt]:
     """Every planned prompt, in chunk order, deterministic in `seed`."""
     from .distill import HELD_OUT_TEXTS, make_prompts
-    from ..models.hf import chat_prompt_ids
     from .sharegpt import load_conversations, split
 
     train, _ = split(load_conversations())
@@ -71,23 +71,29 @@ def prompt_plan(tokenizer, seed: int = 0, templates: int | None = None) -> list[
     count = templates if templates is not None else len(shared) // SHAREGPT_PER_TEMPLATE + 1
     made = [PlannedPrompt("template", f"template:{TEMPLATE_SEED + seed}:{i}", kind, text)
             for i, (kind, text) in enumerate(make_prompts(count, TEMPLATE_SEED + seed))]
-    plan, it = [], iter(made)
+    plan, templates_left = [], iter(made)
     for i, item in enumerate(shared):
         plan.append(item)
         if i % SHAREGPT_PER_TEMPLATE == SHAREGPT_PER_TEMPLATE - 1:
-            plan.extend(next(it, None) for _ in range(1))
-    plan.extend(it)
-    plan = [p for p in plan if p is not None and p.text not in HELD_OUT_TEXTS]
-    return [p for p in plan if len(chat_prompt_ids(tokenizer, p.text)) <= PROMPT_TOKEN_CAP]
+            plan.extend(itertools.islice(templates_left, 1))  # a template after every SHAREGPT_PER_TEMPLATE
+    plan.extend(templates_left)
+    return [p for p in plan if p.text not in HELD_OUT_TEXTS and within_prompt_cap(tokenizer, p.text)]
+
+
+def within_prompt_cap(tokenizer, text: str) -> bool:
+    """Whether `text`'s chat form fits PROMPT_TOKEN_CAP tokens (longer prompts are dropped, not cut)."""
+    from ..models.hf import chat_prompt_ids
+
+    return len(chat_prompt_ids(tokenizer, text)) <= PROMPT_TOKEN_CAP
 
 
 def is_trainable(sample: dict) -> bool:
     """Whether a sampled sequence may be trained on: not from a held-out ShareGPT conversation,
     and not one of the measured prompts (the benches' held-out prompts)."""
     from .distill import HELD_OUT_TEXTS
-    from .sharegpt import Conversation, is_held_out
+    from .sharegpt import conversation_id, is_held_out
 
-    if sample.get("source", "").startswith("sharegpt") and is_held_out(Conversation(sample["key"], "", "").conversation_id):
+    if sample.get("source", "").startswith("sharegpt") and is_held_out(conversation_id(sample["key"])):
         return False
     return sample.get("prompt_text") not in HELD_OUT_TEXTS
 
@@ -288,10 +294,8 @@ def main() -> None:
     if args.source == "sample":
         plan = prompt_plan(tokenizer, args.seed)
     elif args.source == "heldout":
-        from ..models.hf import chat_prompt_ids
-
         plan = [PlannedPrompt("sharegpt-heldout", c.id, "sharegpt", c.prompt) for c in split(load_conversations())[1]
-                if len(chat_prompt_ids(tokenizer, c.prompt)) <= PROMPT_TOKEN_CAP]
+                if within_prompt_cap(tokenizer, c.prompt)]
     else:
         plan = split(load_conversations())[0]
     total = (len(plan) + CHUNK - 1) // CHUNK

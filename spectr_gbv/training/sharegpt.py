@@ -38,8 +38,12 @@ class Conversation:
 
     @property
     def conversation_id(self) -> str:
-        """The id shared by every piece of one conversation (the split key)."""
-        return re.sub(r"_\d+$", "", self.id)
+        return conversation_id(self.id)
+
+
+def conversation_id(piece_id: str) -> str:
+    """The id shared by every piece of one conversation (the split key): "QWJhYvA_0" -> "QWJhYvA"."""
+    return re.sub(r"_\d+$", "", piece_id)
 
 
 def iter_records(stream) -> Iterator[dict]:
@@ -61,8 +65,9 @@ def iter_records(stream) -> Iterator[dict]:
         yield record
 
 
-def is_held_out(conversation_id: str) -> bool:
-    digest = hashlib.sha256(conversation_id.encode()).digest()
+def is_held_out(conversation: str) -> bool:
+    """Whether the conversation with this id is held out (never sampled for training)."""
+    digest = hashlib.sha256(conversation.encode()).digest()
     return int.from_bytes(digest[:4], "big") % HELD_OUT_EVERY == 0
 
 
