@@ -124,10 +124,11 @@ def token_probs(probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
 
 
-def restricted_head_logits(hidden: torch.Tensor, head: torch.Tensor, token_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+def restricted_head_logits(hidden: torch.Tensor, head, token_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """Logits [..., vocab_size] from an output head restricted to `token_ids` (FR-Spec-style):
     only those rows are computed, every other token gets -inf, so the distribution is proper
-    over the full vocabulary with zero mass off the head."""
+    over the full vocabulary with zero mass off the head. `head` is the rows' matrix, or a
+    module computing hidden -> those logits (an fp16-weight Linear)."""
     logits = torch.full((*hidden.shape[:-1], vocab_size), float("-inf"), device=hidden.device)
-    logits[..., token_ids] = (hidden @ head.T).float()
+    logits[..., token_ids] = (head(hidden) if callable(head) else hidden @ head.T).float()
     return logits

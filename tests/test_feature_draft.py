@@ -209,3 +209,28 @@ def test_a_fused_head_reads_the_targets_layer_outputs_from_the_scoring_forward(t
     expected = torch.cat([states[1], states[2]], dim=-1)[0, : features.shape[0]]
     assert features.shape[-1] == 2 * config.hidden_size
     torch.testing.assert_close(features, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.skipif("fbgemm" not in torch.backends.quantized.supported_engines, reason="needs fbgemm (x86)")
+def test_the_fp16_weight_draft_drafts_what_the_fp32_draft_drafts_up_to_fp16_rounding():
+    # Beside an fp16-weight target the draft runs in fbgemm fp16 weights too (models.hf.feature_draft_model): its
+    # laws move only by the weights' fp16 rounding, and stay proper with zero mass off the head.
+    import copy
+
+    _, model = tiny_draft()
+    fast = copy.deepcopy(model).use_fp16_weights()
+    assert fast.kernel == "fp16-weights" and model.kernel == "float32"
+    prompt = list(range(3, 12))
+    sessions = [m.start(prompt) for m in (model, fast)]
+    torch.manual_seed(2)
+    features = torch.randn(len(prompt) - 1, SHAPE.hidden_size)
+    tokens = torch.tensor([5, 7, 9])
+    laws = []
+    for session in sessions:
+        session.add_features(features)
+        steps = [session.branch_logits(3)] + [session.extend_branches(tokens) for _ in range(3)]
+        laws.append(torch.softmax(torch.stack(steps), dim=-1))
+    off_head = torch.ones(VOCAB, dtype=torch.bool)
+    off_head[::2] = False
+    assert (laws[1][..., off_head] == 0).all() and torch.allclose(laws[1].sum(-1), torch.ones(4, 3))
+    assert (laws[0] - laws[1]).abs().max() < 1e-2

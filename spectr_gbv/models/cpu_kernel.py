@@ -109,6 +109,16 @@ def candidates(flags: set[str]) -> list[str]:
     return found
 
 
+def fp16_weight_linears(module: torch.nn.Module, names: set[str] | None = None) -> torch.nn.Module:
+    """`module` with its Linear layers (those named in `names`, default all) swapped in place for
+    fbgemm's dynamic fp16-weight Linear: weights stored in fp16, products in fp32."""
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():  # the eager API is deprecated in favour of torchao; it is what ships with torch
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(module, names or {torch.nn.Linear}, dtype=torch.float16, inplace=True)
+
+
 def apply_kernel(model: torch.nn.Module, kernel: str) -> torch.nn.Module:
     """`model` (fp32, on the CPU) converted to `kernel`, in place where possible; returns the model to use."""
     if kernel == "float32":
@@ -116,13 +126,9 @@ def apply_kernel(model: torch.nn.Module, kernel: str) -> torch.nn.Module:
     if kernel == "bfloat16":
         return model.to(torch.bfloat16)
     if kernel == "fp16-weights":
-        from torch.ao.quantization import quantize_dynamic
-
         names = {name for name, module in model.named_modules()
                  if isinstance(module, torch.nn.Linear) and module is not model.get_output_embeddings()}
-        with warnings.catch_warnings():  # the eager API is deprecated in favour of torchao; it is what ships with torch
-            warnings.simplefilter("ignore")
-            return quantize_dynamic(model, names, dtype=torch.float16, inplace=True)
+        return fp16_weight_linears(model, names)
     raise ValueError(f"unknown CPU kernel {kernel!r}; choose one of: {', '.join(KERNELS)}")
 
 

@@ -217,12 +217,13 @@ class FeatureDraftHead(torch.nn.Module):
         return outputs
 
 
-def save_feature_draft(head: FeatureDraftHead, out: Path, meta: dict, dtype: torch.dtype = torch.float16) -> None:
-    from safetensors.torch import save_file
+def save_feature_draft(head: FeatureDraftHead, out: Path, meta: dict, dtype: torch.dtype = torch.float16,
+                       int8: bool = False) -> None:
+    """The head's weights in `dtype` (or int8 rows, `weight_store`) and its run record."""
+    from . import weight_store
 
     out.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().to(dtype).contiguous().clone() for k, v in head.state_dict().items()}
-    save_file(tensors, str(out / WEIGHTS_FILE), metadata={"format": "pt"})
+    weight_store.save(head.state_dict(), out / WEIGHTS_FILE, int8=int8, dtype=dtype)
     (out / META_FILE).write_text(json.dumps(meta, indent=2))
 
 
@@ -237,7 +238,7 @@ def load_feature_draft_head(folder: Path, target_config, target_tokenizer, targe
     not match the target, is a ValueError naming both and how to rebuild; nothing is left
     initialised at random."""
     from safetensors import SafetensorError
-    from safetensors.torch import load_file
+    from . import weight_store
 
     folder = Path(folder)
     weights, meta_path = folder / WEIGHTS_FILE, folder / META_FILE
@@ -245,7 +246,7 @@ def load_feature_draft_head(folder: Path, target_config, target_tokenizer, targe
         raise ValueError(f"the feature-conditioned draft is missing ({weights} or {meta_path}); {rebuild_hint(folder)}")
     try:
         meta = json.loads(meta_path.read_text())
-        tensors = load_file(str(weights))
+        tensors = weight_store.load(weights)
     except (SafetensorError, OSError, ValueError) as error:
         raise ValueError(f"the feature-conditioned draft {weights} is unreadable or truncated ({error}); "
                          f"{rebuild_hint(folder)}") from error
@@ -295,6 +296,20 @@ class FeatureDraftModel:
         self.name = name
         self.max_positions = max_positions
         self.feature_layers = head.shape.feature_layers
+        self.kernel = str(dtype).removeprefix("torch.")  # "float32", "bfloat16" or, after use_fp16_weights, "fp16-weights"
+
+    def use_fp16_weights(self) -> "FeatureDraftModel":
+        """Run the head's matrices and the restricted output head as fbgemm fp16-weight Linears
+        (fp32 products). A draft step is memory-bound: this halves the bytes it reads, as the
+        fp16-weight target does. The draft is not the target, so this changes only its proposals."""
+        from .cpu_kernel import fp16_weight_linears
+
+        projection = torch.nn.Linear(self.output_head.shape[1], self.output_head.shape[0], bias=False)
+        projection.weight.data = self.output_head.float()
+        self.head = fp16_weight_linears(self.head)
+        self.output_head = fp16_weight_linears(torch.nn.Sequential(projection))
+        self.kernel = "fp16-weights"
+        return self
 
     def logits(self, g: torch.Tensor) -> torch.Tensor:
         """Predicted features [..., H] -> logits over the full vocabulary (restricted head)."""

@@ -133,6 +133,8 @@ def default_draft_dir() -> Path:
 
     from safetensors.torch import load_file, save_file
 
+    from . import weight_store
+
     weights = DRAFT_ASSETS / DRAFT_WEIGHTS
     if not weights.is_file():
         raise FileNotFoundError(f"the distilled draft is missing ({weights}); train it with python -m spectr_gbv.training.distill")
@@ -150,7 +152,7 @@ def default_draft_dir() -> Path:
     for key, value in base.items():
         if key.startswith("model.layers.") and int(key.split(".")[2]) < reused:
             tensors[key] = value
-    for key, value in load_file(str(weights)).items():
+    for key, value in weight_store.load(weights).items():
         value = value.to(embedding.dtype)  # the trained part may be stored in half precision
         part, rest = key.split(".", 1)
         if part == "layers":  # layers.J.* is the J-th new layer, placed after the reused ones
@@ -289,21 +291,13 @@ def feature_draft_model(target: LoadedModel, folder: Path) -> "FeatureDraftModel
     name = f"feature-conditioned draft (1 layer on the target's features, {len(output_ids)}-token head)"
     embedding = target.model.get_input_embeddings().weight.detach()
     output = target.model.get_output_embeddings().weight.detach()
-    if _draft_in_bf16(target):
-        # The draft is not the target: its dtype changes only what it proposes, and the verifier
-        # corrects any proposal exactly. With fp16 weights the target's step is 1.7x faster, and
-        # an fp32 draft step would be a fifth of it; native bf16 keeps it small.
-        embedding, output = embedding.to(torch.bfloat16), output.to(torch.bfloat16)
-    return FeatureDraftModel(head, embedding, output, output_ids,
-                             len(target.tokenizer), target.tokenizer.eos_token_id, name,
-                             getattr(target.model.config, "max_position_embeddings", None))
-
-
-def _draft_in_bf16(target: LoadedModel) -> bool:
-    """Whether the feature draft runs in bf16: a CPU with native bf16 whose target runs in fp16 weights
-    (with $SPECTR_GBV_CPU_DTYPE=float32, the stand-in for a CPU without bf16, the draft stays fp32)."""
-    choice = target.kernel
-    return choice is not None and choice.kernel == "fp16-weights" and choice.native_bf16
+    draft = FeatureDraftModel(head, embedding, output, output_ids, len(target.tokenizer), target.tokenizer.eos_token_id,
+                              name, getattr(target.model.config, "max_position_embeddings", None))
+    if target.kernel is not None and target.kernel.kernel == "fp16-weights":
+        # Beside an fp16-weight target the draft's fp32 step would be a fifth of the target's (both
+        # are memory-bound); in fbgemm fp16 weights too it stays under a tenth.
+        draft.use_fp16_weights()
+    return draft
 
 
 def load_pair(

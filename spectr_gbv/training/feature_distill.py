@@ -108,7 +108,8 @@ def acceptance(head, embedding, output, record, token_index, temperature: float 
         return torch.minimum(p_at, q).sum().item(), n
 
 
-def train(head, embedding, output, records, validation, token_index, epochs: int, depth: int, lr: float, seed: int):
+def train(head, embedding, output, records, validation, token_index, epochs: int, depth: int, lr: float, seed: int,
+          bf16: bool = False):
     torch.manual_seed(seed)
     parameters = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=0.0)
@@ -124,7 +125,10 @@ def train(head, embedding, output, records, validation, token_index, epochs: int
         for step, i in enumerate(indices, start=1):
             if step % 100 == 0:
                 print(f"epoch {epoch + 1}: {step}/{len(indices)} sequences, {time.time() - started:.0f} s", flush=True)
-            losses = record_losses(head, embedding, output, records[i], token_index, depth)
+            # bf16 autocast: the matmuls (most of all the restricted head's logits) in native bf16,
+            # the weights and the optimiser in fp32; about 1.5x faster on a CPU with AVX512-BF16
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                losses = record_losses(head, embedding, output, records[i], token_index, depth)
             loss = sum(DEPTH_WEIGHT ** d * value for d, value in enumerate(losses))
             optimizer.zero_grad()
             loss.backward()
@@ -148,6 +152,23 @@ def train(head, embedding, output, records, validation, token_index, epochs: int
     return history
 
 
+def warm_start(head: FeatureDraftHead, folder: Path, target_config, tokenizer) -> None:
+    """Copy a trained single-feature head's layers into a fused head, and start the fusion as
+    the highest fused layer passed through: a trained layer is a better start than a copy of the
+    target's, and the highest layer's normed output is the nearest thing to the final norm's."""
+    from ..models.feature_draft import load_feature_draft_head
+
+    single, _ = load_feature_draft_head(folder, target_config, tokenizer, "default")
+    if single.shape.feature_layers:
+        raise SystemExit(f"{folder} is a fused head already; use --resume")
+    missing, unexpected = head.load_state_dict(single.state_dict(), strict=False)
+    assert not unexpected and all(k.startswith(("fuse", "norm_layers")) for k in missing), (missing, unexpected)
+    h = head.shape.hidden_size
+    with torch.no_grad():
+        head.fuse.weight.zero_()
+        head.fuse.weight[:, -h:] = torch.eye(h)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", nargs="+", default=["cache/features.round*.pt"], help="feature_data outputs (globs)")
@@ -162,10 +183,16 @@ def main() -> None:
     parser.add_argument("--chunks", nargs="+", help="draft_data chunks (globs) instead of --data")
     parser.add_argument("--validation-chunks", nargs="+", help="draft_data chunks of held-out prompts to validate on")
     parser.add_argument("--fused", action="store_true", help="fuse the target's low, middle and high layers (EAGLE-3)")
+    parser.add_argument("--warm-start", help="start a fused head from the single-feature head in this folder: its "
+                                                 "layers copied, the fusion passing the highest layer through")
+    parser.add_argument("--bf16", action="store_true", help="train under bf16 autocast (for CPUs with native bf16)")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's own)")
     parser.add_argument("--head-tokens", type=int, help="choose the head's tokens anew: the N carrying the most target "
                                                          "mass in the training data (default: the shipped list)")
     args = parser.parse_args()
     started = time.time()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     from ..models.hf import DRAFT_ASSETS, OUTPUT_TOKEN_IDS_FILE, load_model
 
     loaded = load_model("default", device="cpu", dtype=torch.float32)
@@ -208,9 +235,11 @@ def main() -> None:
     else:
         head = FeatureDraftHead(shape)
         head.init_from_target_layer(target.model.layers[INIT_LAYER], target.model.norm)
+        if args.warm_start:
+            warm_start(head, Path(args.warm_start), target.config, tokenizer)
     print(f"{len(records)} training and {len(validation)} validation sequences from {len(paths)} files", flush=True)
     history = earlier + train(head, embedding, output, records, validation, token_index, args.epochs, args.depth,
-                              args.lr, args.seed + len(earlier))
+                              args.lr, args.seed + len(earlier), args.bf16)
     meta = {
         "kind": "feature-conditioned (EAGLE-style): fc + 1 decoder layer + norm, restricted head"
                 + (", low/middle/high target layers fused (EAGLE-3)" if shape.feature_layers else ""),
@@ -222,7 +251,7 @@ def main() -> None:
         "sequences": len(records), "validation_sequences": len(validation),
         "continuation_tokens": sum(r["top_ids"].shape[0] for r in records),
         "history": history, "train_seconds": round(time.time() - started), "torch": torch.__version__,
-        "stored_dtype": "float16",
+        "stored_dtype": "float16", "warm_start": args.warm_start, "bf16_autocast": args.bf16,
     }
     out = Path(args.out)
     save_feature_draft(head, out, meta)
