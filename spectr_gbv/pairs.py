@@ -49,14 +49,19 @@ class Pair:
 
 
 DEFAULT_KEY, TOY_KEY, TWO_TOKEN_KEY = "default", "toy", "two-token"
-LAYERED_KEY = "default-layers"  # the same target with the previous, layered distilled draft
+LAYERED_KEY = "default-layers"  # the same target with the first default, the layered distilled draft
+FIRST_FEATURE_KEY = "default-feature-v1"  # the same target with the first feature draft (final-norm features only)
 PAIRS: dict[str, PairInfo] = {
     p.key: p
     for p in [
         PairInfo(DEFAULT_KEY, "SmolLM2-135M-Instruct + feature-conditioned draft (offline default)",
                  note="Ships with the app: no download. The draft is one layer that reads the target's own "
-                      "last hidden states (EAGLE-style), so a draft step costs a few percent of a target step."),
-        PairInfo(LAYERED_KEY, "SmolLM2-135M-Instruct + layered distilled draft (offline, the previous default)",
+                      "low, middle and high hidden states (EAGLE-3-style), so a draft step costs a few percent "
+                      "of a target step."),
+        PairInfo(FIRST_FEATURE_KEY, "SmolLM2-135M-Instruct + first feature-conditioned draft (offline, the previous default)",
+                 note="Same target; the first feature draft reads only the target's last hidden states "
+                      "(EAGLE-style), stored in int8."),
+        PairInfo(LAYERED_KEY, "SmolLM2-135M-Instruct + layered distilled draft (offline, the first default)",
                  note="Same target; the draft re-reads the text with 5 of the target's layers and 2 trained ones."),
         PairInfo(TOY_KEY, "Toy world (8 words, exact distributions)",
                  note="A bigram world whose distributions are small enough to read; prompts use its words."),
@@ -200,18 +205,21 @@ def _curated_pair(key: str) -> Pair:
         return Pair(info, *two_token_pair(), encode_two, lambda ids: [TWO_TOKEN_WORDS[i] for i in ids], list(TWO_TOKEN_WORDS))
     if key == DEFAULT_KEY:
         return _default_pair()
-    if key == LAYERED_KEY:
+    if key in (LAYERED_KEY, FIRST_FEATURE_KEY):
         with _LOAD_LOCK:
-            return _load_layered_default_pair()
+            return _load_previous_default_pair(key)
     return _hub_pair(info)
 
 
-@lru_cache(maxsize=1)
-def _load_layered_default_pair() -> Pair:
-    """The default target (shared, not loaded twice) with the layered distilled draft."""
-    from .models.hf import DEFAULT_DRAFT, HFModel, load_model
+@lru_cache(maxsize=None)
+def _load_previous_default_pair(key: str) -> Pair:
+    """The default target (shared, not loaded twice) with one of its previous drafts."""
+    from .models.hf import DEFAULT_DRAFT, FIRST_FEATURE_DRAFT_ASSETS, HFModel, feature_draft_model, load_model
 
     default = _default_pair()
-    draft = HFModel(load_model(DEFAULT_DRAFT, device=default.target.device, dtype=default.target.model.dtype),
-                   default.target.vocab_size)
-    return Pair(PAIRS[LAYERED_KEY], default.target, draft, default.encode, default.token_text)
+    if key == FIRST_FEATURE_KEY:
+        draft = feature_draft_model(default.target.loaded, FIRST_FEATURE_DRAFT_ASSETS)
+    else:
+        draft = HFModel(load_model(DEFAULT_DRAFT, device=default.target.device, dtype=default.target.model.dtype),
+                        default.target.vocab_size)
+    return Pair(PAIRS[key], default.target, draft, default.encode, default.token_text)

@@ -52,8 +52,17 @@ def test_a_restricted_draft_keeps_greedy_equality(restricted_pair, method):
 
 
 
+def test_every_shipped_draft_fits_in_25_mb_together_and_the_previous_ones_are_int8():
+    from spectr_gbv.models import weight_store
+    from spectr_gbv.models.feature_draft import WEIGHTS_FILE
+    from spectr_gbv.models.hf import FIRST_FEATURE_DRAFT_ASSETS
+
+    assert sum(f.stat().st_size for f in DRAFT_ASSETS.rglob("*") if f.is_file()) <= 25 * 2**20
+    assert weight_store.is_int8(DRAFT_ASSETS / DRAFT_WEIGHTS)
+    assert weight_store.is_int8(FIRST_FEATURE_DRAFT_ASSETS / WEIGHTS_FILE)
+
+
 def test_the_shipped_draft_is_small_and_loads_as_an_ordinary_model():
-    assert (DRAFT_ASSETS / DRAFT_WEIGHTS).stat().st_size <= 25 * 2**20
     loaded = load_model(DEFAULT_DRAFT, device="cpu")
     assert type(loaded.model).__name__ == "LlamaForCausalLM"
     assert loaded.output_token_ids is not None and len(loaded.output_token_ids) == 8192
@@ -93,9 +102,10 @@ def test_the_layered_draft_stays_selectable_and_shares_the_tokenizer():
     assert torch.allclose(probs.sum(-1), torch.ones(2), atol=1e-5)
 
 
-def test_the_app_offers_both_drafts_of_the_default_target_sharing_one_target():
-    from spectr_gbv.pairs import DEFAULT_KEY, LAYERED_KEY, get_pair
+def test_the_app_offers_every_draft_of_the_default_target_sharing_one_target():
+    from spectr_gbv.pairs import DEFAULT_KEY, FIRST_FEATURE_KEY, LAYERED_KEY, get_pair
 
-    feature, layered = get_pair(DEFAULT_KEY), get_pair(LAYERED_KEY)
-    assert feature.target is layered.target  # loaded once
+    feature, first, layered = get_pair(DEFAULT_KEY), get_pair(FIRST_FEATURE_KEY), get_pair(LAYERED_KEY)
+    assert feature.target is layered.target is first.target  # loaded once
     assert getattr(feature.draft, "needs_features", False) and not getattr(layered.draft, "needs_features", False)
+    assert first.draft.needs_features and first.draft.feature_layers == () and "last hidden states" in first.draft.name

@@ -268,6 +268,9 @@ def truncated_draft(target: LoadedModel, num_layers: int) -> LoadedModel:
 # the name that selects it; any folder holding a feature_draft.json loads the same way.
 DEFAULT_FEATURE_DRAFT = "default-feature-draft"
 FEATURE_DRAFT_ASSETS = DRAFT_ASSETS / "feature"
+# The previous default: the first feature draft (the target's final-norm features only), in int8 rows.
+FIRST_FEATURE_DRAFT = "first-feature-draft"
+FIRST_FEATURE_DRAFT_ASSETS = DRAFT_ASSETS / "feature_v1"
 
 
 def _feature_draft_folder(draft: str | None) -> Path | None:
@@ -275,6 +278,8 @@ def _feature_draft_folder(draft: str | None) -> Path | None:
 
     if draft == DEFAULT_FEATURE_DRAFT:
         return FEATURE_DRAFT_ASSETS
+    if draft == FIRST_FEATURE_DRAFT:
+        return FIRST_FEATURE_DRAFT_ASSETS
     if draft is not None and (Path(draft) / META_FILE).is_file():
         return Path(draft)
     return None
@@ -288,7 +293,9 @@ def feature_draft_model(target: LoadedModel, folder: Path) -> "FeatureDraftModel
     head, meta = load_feature_draft_head(folder, target.model.config, target.tokenizer, target.name)
     ids_file = folder / OUTPUT_TOKEN_IDS_FILE
     output_ids = json.loads(ids_file.read_text()) if ids_file.is_file() else list(range(len(target.tokenizer)))
-    name = f"feature-conditioned draft (1 layer on the target's features, {len(output_ids)}-token head)"
+    layers = head.shape.feature_layers
+    read = f"layers {', '.join(map(str, layers))} fused" if layers else "last hidden states"
+    name = f"feature-conditioned draft (1 layer on the target's {read}, {len(output_ids)}-token head)"
     embedding = target.model.get_input_embeddings().weight.detach()
     output = target.model.get_output_embeddings().weight.detach()
     draft = FeatureDraftModel(head, embedding, output, output_ids, len(target.tokenizer), target.tokenizer.eos_token_id,
@@ -369,4 +376,4 @@ def chat_prompt_ids(tokenizer, text: str) -> list[int]:
     return ids(prefix, False) + ids(text, True) + ids(suffix, False)
 
 
-__all__ = ["DEFAULT", "DEFAULT_DRAFT", "DEFAULT_FEATURE_DRAFT", "HFModel", "HFSession", "LoadedModel", "chat_prompt_ids", "load_model", "load_pair", "pick_device"]
+__all__ = ["DEFAULT", "DEFAULT_DRAFT", "DEFAULT_FEATURE_DRAFT", "FIRST_FEATURE_DRAFT", "HFModel", "HFSession", "LoadedModel", "chat_prompt_ids", "load_model", "load_pair", "pick_device"]
