@@ -65,9 +65,9 @@ the **correction** token of the output's legend; *try it* opens an iteration tha
 If all L guesses are kept, the target's call has already computed the next distribution, so one more token is
 drawn from q for free: the **bonus**. Each iteration therefore emits tau + 1 tokens for one target call. On the
 two-token example SD keeps a token with probability alpha = {shown['alpha']:g} (the overlap of p and q), so with
-L = {shown['playground L']} it emits (1 - alpha^{shown['playground L'] + 1}) / (1 - alpha) = **{tokens} tokens per target
-call** on average; the **Playground** draws this for any alpha, K and L (*try it*: alpha = {shown['alpha']:g},
-K = {shown['playground K']}, L = {shown['playground L']})."""),
+L = {shown['playground L']} it emits (1 - alpha^{shown['playground L'] + 1}) / (1 - alpha) =
+**{tokens} tokens per target call** on average; the **Playground** draws this for any alpha, K and L (*try it*:
+alpha = {shown['alpha']:g}, K = {shown['playground K']}, L = {shown['playground L']})."""),
         5: ("The released rule is lossy", f"""
 Several drafts and block verification accept more, but only an **exact** rule keeps the target's distribution.
 The authors' released SpecTr-GBV rule does not: on the two-token example at K = 1, L = 2 its law of the first
