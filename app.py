@@ -26,11 +26,9 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from components.serving import gate, limits, logs, visitors
-from components.views import about, compare, explorer, fidelity, generate, screens, share, sidebar, sweep
+from components.views import about, compare, explorer, fidelity, generate, lesson, playground, screens, share, sidebar, sweep
 from components.views.inputs import EXAMPLES
-from components.views.lesson import build_lesson
 from components.views.page import Page
-from components.views.playground import build_playground
 from components.views.text import LOSSY_NOTE
 from spectr_gbv import METHODS
 from spectr_gbv.pairs import DEFAULT_KEY, get_pair
@@ -51,28 +49,28 @@ def heading() -> str:
 def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0][1]) -> gr.Blocks:
     """The whole app; the defaults let tests (and operators) open it on another pair."""
     with gr.Blocks(title="SpecTr-GBV Explorer", delete_cache=CACHE_SWEEP) as demo:
-        gr.Markdown(heading())
-        gr.Markdown(LOSSY_NOTE, elem_classes=["lossy-note"])
-        link_note = gr.Markdown(visible=False, elem_id="link-note")  # what a shared link could not set
+        gr.Markdown(heading(), elem_id="page-heading")
+        # Open, and drawn as if not folded (app.css), except in presentation mode (sidebar.wire_events).
+        with gr.Accordion("Prompt, and the note on the lossy rule", open=True, elem_id="page-fold") as fold:
+            gr.Markdown(LOSSY_NOTE, elem_classes=["lossy-note"])
+            link_note = gr.Markdown(visible=False, elem_id="link-note")  # what a shared link could not set
+            prompt = gr.Textbox(label="Prompt", value=default_prompt, lines=2,
+                                info="Toy world: words the cat dog sat ran on mat . | Two-token example: A B")
         run_state = gr.State(None, time_to_live=limits.LIMITS.state_seconds)
         side = sidebar.build(default_pair)
-        prompt = gr.Textbox(label="Prompt", value=default_prompt, lines=2,
-                            info="Toy world: words the cat dog sat ran on mat . | Two-token example: A B")
-        page = Page(demo, side, prompt, run_state, link_note)
+        page = Page(demo, side, prompt, run_state, link_note, fold)
         with gr.Tabs(overflow_behavior="wrap", elem_id="main-tabs") as page.tabs:  # every tab visible by name
             generate.build(page)
             explorer.build(page)
             compare.build(page)
             sweep.build(page)
             fidelity.build(page, default_pair)
-            with gr.Tab("Lesson", id="lesson"):
-                build_lesson(page.controls, page.tabs)
-            with gr.Tab("Playground", id="playground"):
-                build_playground()
+            lesson.build(page)
+            playground.build(page)
             about.build(page)
         share.wire(demo, page.tabs, link_note, page.controls, *side.link_controls)  # ?pair=toy&K=2&tab=compare
         screens.wire(demo, side.box)
-        for view in (generate, explorer, compare, sweep, fidelity, sidebar):
+        for view in (generate, explorer, compare, sweep, fidelity, lesson, playground, sidebar):
             view.wire_events(page)
     return demo
 

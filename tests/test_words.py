@@ -12,7 +12,7 @@ import pytest
 
 import app
 from spectr_gbv import METHODS
-from components.views import lesson, playground, screens, words
+from components.views import lesson, lesson_try, playground, screens, words
 from components.views.about import about_markdown
 from components.views import explorer, generate, inputs, settings
 from spectr_gbv import theory
@@ -63,18 +63,41 @@ def test_the_lessons_numbers_are_the_exact_ones():
     assert f"{float(p[0] * min(1, q[0] / p[0])):.3f} = q(A)" in texts[3][1]  # exactness: p(A) h(A) = q(A)
     alpha = min(p[0], q[0]) + min(p[1], q[1])
     tokens = sum(alpha**j for j in range(3))  # 1 + alpha + alpha^2 for L = 2
-    assert f"{float(tokens):.3f} tokens per target call" in texts[4][1]
-    assert f"{theory.single_draft_tokens(float(alpha), 2):.3f}" in texts[4][1]
+    # quoted as the Playground shows it at the settings step 4's "try it" sets (alpha to the slider's 3 decimals)
+    assert f"{float(tokens):.2f} tokens per target call" in texts[4][1]
+    shown = lesson_try.playground_values()
+    assert shown == {"alpha": round(float(alpha), 3), "playground K": 1, "playground L": 2}
+    assert f"{playground.tokens_shown(shown['alpha'], 1, 2)} tokens per target call" in texts[4][1]
+    assert f"{playground.tokens_shown(shown['alpha'], 1, 2)} tokens per iteration" in playground.summary_line(
+        shown["alpha"], 1, 2, 0.05, True)
+    assert f"{theory.single_draft_tokens(float(alpha), 2):.2f}" in texts[4][1]
     toy = lesson.toy_numbers()
     assert toy["q_sat"] > toy["p_sat"] and toy["q_dog"] < toy["p_dog"]  # why sat is always kept and dog is not
 
 
 def test_each_lesson_step_sets_a_run_that_shows_it():
-    for step, (pair, prompt, method, num_drafts, draft_length, temperature, tab) in lesson.TRY.items():
-        settings.settings(num_drafts, draft_length, temperature, 1, 0)  # a valid setting
-        inputs.get_pair(pair).encode(prompt)
-        assert method in METHODS and tab in {"generate", "playground", "fidelity"}
-    assert lesson.TRY[5][2] == "spectr_gbv_released" and lesson.TRY[5][-1] == "fidelity"
+    plans = lesson_try.try_its()
+    assert list(plans) == [1, 2, 3, 4, 5]
+    for step, plan in plans.items():
+        v = plan.values
+        if "pair" in v:  # a model run: valid settings, and the view's own run button pressed
+            settings.settings(v["K"], v["L"], v["T"], v.get("tokens", 1), v.get("seed", 0))
+            inputs.get_pair(v["pair"]).encode(v["prompt"])
+            assert v["method"] in METHODS and plan.press in {"generate-button", "fidelity-button"}
+        assert plan.tab in {"generate", "explorer", "playground", "fidelity"}
+    assert [plans[s].tab for s in (1, 2, 3, 4, 5)] == ["generate", "explorer", "explorer", "playground", "fidelity"]
+    assert plans[5].values["method"] == "spectr_gbv_released" and plans[4].press is None
+
+
+def test_the_lessons_seeds_give_the_iterations_its_text_describes():
+    """Step 2's first iteration keeps a draft token and then rejects one; step 3's ends in a correction."""
+    for step, least_kept in ((2, 1), (3, 0)):
+        v = lesson_try.try_its()[step].values
+        *_, state, _slider, _grid, figure, details = list(generate.generate_stream(
+            v["pair"], v["prompt"], v["method"], v["K"], v["L"], v["T"], v["tokens"], v["seed"]))[-1]
+        first = state.record.iterations[0]
+        assert first.final_kind == "correction" and least_kept <= first.num_accepted < v["L"]
+        assert "correction" in figure.layout.title.text
 
 
 def test_the_playground_answers_at_once_and_refuses_bad_values():

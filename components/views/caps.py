@@ -94,7 +94,8 @@ def cap_controls(pair, method, num_drafts, draft_length, methods, values, num_ru
     for control in (num_drafts, method):
         control.change(cap_draft_length, [num_drafts, method, draft_length], draft_length, queue=False,
                        show_progress="hidden", api_visibility="private")
-    method.change(lambda m: gr.update(info=ignored_info(m, "K")), method, num_drafts, queue=False,
+    # "" rather than None: an update's None leaves the old note ("ignored by SD") in place
+    method.change(lambda m: gr.update(info=ignored_info(m, "K") or ""), method, num_drafts, queue=False,
                   show_progress="hidden", api_visibility="private")
     for control in (pair, method, num_drafts, draft_length, num_tokens):
         control.change(cap_runs, [pair, method, draft_length, num_tokens, num_runs, num_drafts], num_runs, queue=False,

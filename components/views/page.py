@@ -25,6 +25,7 @@ class Sidebar:
     presentation: gr.Checkbox
     link_controls: tuple
     box: gr.Sidebar
+    playground_note: gr.Markdown  # in K and L's place while the Playground is chosen
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Page:
     prompt: gr.Textbox
     run_state: gr.State
     link_note: gr.Markdown
+    fold: gr.Accordion  # the lossy note and the prompt: closed in presentation mode
     tabs: gr.Tabs | None = None
     views: dict[str, Any] = field(default_factory=dict)  # each tab's components, by tab id
 

@@ -1,7 +1,12 @@
 """The theory playground: alpha, K, L and the draft cost ratio c -> expected tokens per
-iteration and speedup, drawn at once (no model; the formulas are `spectr_gbv.theory`)."""
+iteration and speedup, drawn at once (no model; the formulas are `spectr_gbv.theory`).
+
+Its K and L are its own (theory for any K and L, no run), so while its tab is chosen the
+sidebar's K and L sliders step aside for a note: one K and one L on screen, never two that disagree."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -55,12 +60,18 @@ def _series(num_drafts: int) -> list[tuple[int, str]]:
     return [(1, "#7f7f7f")] + ([(num_drafts, "#2a6fdb")] if num_drafts > 1 else [])
 
 
+def tokens_shown(alpha: float, num_drafts: int, draft_length: int) -> str:
+    """Expected tokens per iteration as the summary line writes it (the lesson quotes it the same way)."""
+    return f"{theory.expected_tokens(alpha, num_drafts, draft_length):.2f}"
+
+
 def summary_line(alpha: float, num_drafts: int, draft_length: int, cost_ratio: float, batched: bool) -> str:
     tokens = theory.expected_tokens(alpha, num_drafts, draft_length)
     cost = theory.iteration_cost(num_drafts, draft_length, cost_ratio, batched)
     best = max(LENGTHS, key=lambda n: theory.speedup(alpha, num_drafts, n, cost_ratio, batched))
-    return (f"alpha = {alpha:g}, K = {num_drafts}, L = {draft_length}, c = {cost_ratio:g}: **{tokens:.2f} tokens per "
-            f"iteration**, cost {cost:.2f} target calls, **speedup {tokens / cost:.2f}x**; the best L here is {best} "
+    return (f"alpha = {alpha:g}, K = {num_drafts}, L = {draft_length}, c = {cost_ratio:g}: "
+            f"**{tokens_shown(alpha, num_drafts, draft_length)} tokens per iteration**, cost {cost:.2f} target calls, "
+            f"**speedup {tokens / cost:.2f}x**; the best L here is {best} "
             f"(speedup {theory.speedup(alpha, num_drafts, best, cost_ratio, batched):.2f}x).")
 
 
@@ -75,25 +86,50 @@ def update(alpha, num_drafts, draft_length, cost_ratio, drafting):
         return f"**Cannot compute:** {error}", gr.skip()
 
 
-def build_playground() -> None:
-    """The playground's controls and outputs, inside the caller's tab; they update on every change."""
-    gr.Markdown("No model here: a per-token acceptance rate alpha and the costs give the expected gain at once. "
-                "Compare it with what **Compare** measures on real drafts.")
-    defaults = (0.7, 2, 4, 0.05, BATCHED)
-    with gr.Row():
-        alpha = gr.Slider(0, 1, value=defaults[0], step=0.01, label="alpha (per-token acceptance)",
-                          elem_id="playground-alpha")
-        num_drafts = gr.Slider(1, MAX_DRAFTS, value=defaults[1], step=1, label="K (drafts)", elem_id="playground-k")
-        draft_length = gr.Slider(1, LENGTHS[-1], value=defaults[2], step=1, label="L (draft length)",
-                                 elem_id="playground-l")
-        cost_ratio = gr.Slider(0, 1, value=defaults[3], step=0.01, label="c (draft call / target call cost)",
-                               elem_id="playground-c")
-    drafting = gr.Radio([BATCHED, SEQUENTIAL], value=defaults[4], label="The K drafts are made as")
-    first_line, first_figure = update(*defaults)
-    line = gr.Markdown(first_line, elem_id="playground-summary")
-    plot = gr.Plot(first_figure, label="Theory playground", show_label=False, elem_id="playground-plot")
-    gr.Markdown(HOW_TO_READ, elem_classes=["how-to-read"])
-    gr.Markdown(ASSUMPTION, elem_classes=["how-to-read"])
-    inputs = [alpha, num_drafts, draft_length, cost_ratio, drafting]
-    gr.on([c.change for c in inputs], update, inputs, [line, plot], show_progress="hidden", api_visibility="private",
-          queue=False)
+@dataclass
+class PlaygroundTab:
+    tab: gr.Tab
+    alpha: gr.Slider
+    num_drafts: gr.Slider
+    draft_length: gr.Slider
+    cost_ratio: gr.Slider
+    drafting: gr.Radio
+    summary: gr.Markdown
+    plot: gr.Plot
+
+
+def build(page) -> None:
+    """The playground's tab; its controls update the outputs on every change."""
+    with gr.Tab("Playground", id="playground") as tab:
+        gr.Markdown("No model here: a per-token acceptance rate alpha and the costs give the expected gain at once. "
+                    "Compare it with what **Compare** measures on real drafts.")
+        defaults = (0.7, 2, 4, 0.05, BATCHED)
+        with gr.Row():
+            alpha = gr.Slider(0, 1, value=defaults[0], step=0.01, label="alpha (per-token acceptance)",
+                              elem_id="playground-alpha")
+            num_drafts = gr.Slider(1, MAX_DRAFTS, value=defaults[1], step=1, label="K (drafts)", elem_id="playground-k")
+            draft_length = gr.Slider(1, LENGTHS[-1], value=defaults[2], step=1, label="L (draft length)",
+                                     elem_id="playground-l")
+            cost_ratio = gr.Slider(0, 1, value=defaults[3], step=0.01, label="c (draft call / target call cost)",
+                                   elem_id="playground-c")
+        drafting = gr.Radio([BATCHED, SEQUENTIAL], value=defaults[4], label="The K drafts are made as")
+        first_line, first_figure = update(*defaults)
+        line = gr.Markdown(first_line, elem_id="playground-summary")
+        plot = gr.Plot(first_figure, label="Theory playground", show_label=False, elem_id="playground-plot")
+        gr.Markdown(HOW_TO_READ, elem_classes=["how-to-read"])
+        gr.Markdown(ASSUMPTION, elem_classes=["how-to-read"])
+    page.views["playground"] = PlaygroundTab(tab, alpha, num_drafts, draft_length, cost_ratio, drafting, line, plot)
+
+
+def wire_events(page) -> None:
+    view: PlaygroundTab = page.views["playground"]
+    inputs = [view.alpha, view.num_drafts, view.draft_length, view.cost_ratio, view.drafting]
+    gr.on([c.change for c in inputs], update, inputs, [view.summary, view.plot], show_progress="hidden",
+          api_visibility="private", queue=False)
+    # A tab's select event also fires when a handler or a link selects it, so every way in swaps the sliders.
+    s = page.sidebar
+    for tab in page.tabs.children:
+        here = tab is view.tab
+        tab.select(lambda here=here: (gr.update(visible=not here), gr.update(visible=not here), gr.update(visible=here)),
+                   None, [s.num_drafts, s.draft_length, s.playground_note], show_progress="hidden",
+                   api_visibility="private", queue=False)

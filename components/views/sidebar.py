@@ -12,6 +12,10 @@ from .page import Sidebar
 from .settings import MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE
 
 
+PLAYGROUND_NOTE = ("**K and L** are set on the Playground itself while it is open (theory, no model runs); "
+                   "the runs' K and L come back with the other tabs.")
+
+
 def build(default_pair: str) -> Sidebar:
     with gr.Sidebar(open=True, width=320) as box:
         pair = gr.Dropdown(PAIR_CHOICES, value=default_pair, label="Model pair",
@@ -23,6 +27,8 @@ def build(default_pair: str) -> Sidebar:
                                info=caps.ignored_info(DEFAULT_METHOD, "K"), elem_id="num-drafts")
         draft_length = gr.Slider(1, caps.max_draft_length(DEFAULT_K), value=DEFAULT_L, step=1, label="L (draft length)",
                                  info=caps.draft_length_info(DEFAULT_K, DEFAULT_METHOD), elem_id="draft-length")
+        # Shown instead of K and L while the Playground is chosen (components.views.playground).
+        playground_note = gr.Markdown(PLAYGROUND_NOTE, visible=False, elem_id="sidebar-playground-note")
         temperature = gr.Slider(0, MAX_TEMPERATURE, value=DEFAULT_T, step=0.05, label="T (temperature)", info="0 = greedy")
         max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULT_TOKENS, step=1, label="Max new tokens")
         seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", info="Same settings + seed = same tokens")
@@ -31,12 +37,15 @@ def build(default_pair: str) -> Sidebar:
                                    elem_id="presentation-mode")
         link_controls = share.build_link_controls()
     return Sidebar(pair, method, num_drafts, draft_length, temperature, max_new_tokens, seed, methods, presentation,
-                   link_controls, box)
+                   link_controls, box, playground_note)
 
 
 def wire_events(page) -> None:
     s = page.sidebar
-    page.sidebar.presentation.change(None, s.presentation, None, js=PRESENTATION_JS, api_visibility="private")
+    # The page's class switches at once (in the page); the fold of the prompt and the lossy note closes,
+    # so a projector's first screen shows the chosen tab, and opens again when presentation mode ends.
+    s.presentation.change(lambda on: gr.Accordion(open=not on), s.presentation, page.fold, js=PRESENTATION_JS,
+                          api_visibility="private", queue=False)
     sweep, fidelity = page.views["sweep"], page.views["fidelity"]
     caps.cap_controls(s.pair, s.method, s.num_drafts, s.draft_length, s.methods, sweep["values"],
                       fidelity["num_runs"], fidelity["num_tokens"])
