@@ -111,7 +111,8 @@ def build(page, default_pair: str) -> None:
             num_tokens = gr.Slider(1, 3, value=3, step=1, label="First tokens compared")
             button = gr.Button("Check fidelity", variant="primary", elem_id="fidelity-button")
         header = gr.Markdown(elem_id="fidelity-header")
-        figure = gr.Plot(label="Empirical against exact law")
+        figure = gr.Plot(label="Empirical against exact law", elem_id="fidelity-figure",
+                         show_label=False)  # its title names it; the label sat over the title
         how_to_read("fidelity")
         data = gr.JSON(label="Fidelity data")
     page.views["fidelity"] = dict(num_runs=num_runs, num_tokens=num_tokens, button=button,
