@@ -16,7 +16,7 @@ from .errors import translate_error, user_errors
 from . import cost
 from .chart_layout import MIN_WIDTH
 from .inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare, ticker
-from .outputs import wire
+from .run_events import run_events
 from .runs import MAX_REPEATS
 from .settings import check_flag, check_methods, number, settings
 from .words import how_to_read
@@ -103,6 +103,8 @@ def wire_events(page) -> None:
     s = page.sidebar
     s.pair.change(lambda key, chosen: default_repeats(key, len(chosen or [])), [s.pair, s.methods], tab["repeats"],
                   queue=False, show_progress="hidden", api_visibility="private")
-    wire(tab["button"].click, compare, [s.pair, page.prompt, s.methods, *page.settings_inputs, tab["coupled"],
-                                        tab["repeats"]],
-         tab["outputs"], api_name="compare", concurrency_id="models", preprocess=False)
+    charts = ("efficiency", "histogram", "per_position", "calls", "speedup", "theory", "data")
+    run_events(tab["button"].click, tab["button"], compare,
+               [s.pair, page.prompt, s.methods, *page.settings_inputs, tab["coupled"], tab["repeats"]],
+               tab["outputs"], message="texts", clear=charts, api_name="compare", concurrency_id="models",
+               preprocess=False)

@@ -18,7 +18,8 @@ from .caps import MAX_SWEEP_VALUES
 from .chart_layout import MIN_WIDTH
 from .errors import translate_error, user_errors
 from .inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare, ticker
-from .outputs import NamedOutputs, skip, wire
+from .outputs import NamedOutputs, skip
+from .run_events import run_events
 from .runs import MAX_REPEATS, Stop, header_line, sweep_point
 from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_choice, check_methods, number, settings, shown
 from .words import how_to_read
@@ -134,6 +135,7 @@ def wire_events(page) -> None:
         control.change(lambda key, axis, chosen: default_values(key, axis, len(chosen or [])),
                        [s.pair, tab["axis"], s.methods], tab["values"], queue=False, show_progress="hidden",
                        api_visibility="private")
-    wire(tab["button"].click, run_sweep, [s.pair, page.prompt, s.methods, tab["axis"], tab["values"],
-                                          *page.settings_inputs, tab["repeats"]],
-         tab["outputs"], api_name="sweep", concurrency_id="models", preprocess=False)
+    run_events(tab["button"].click, tab["button"], run_sweep,
+               [s.pair, page.prompt, s.methods, tab["axis"], tab["values"], *page.settings_inputs, tab["repeats"]],
+               tab["outputs"], message="header", clear=("efficiency", "speed", "data"), api_name="sweep",
+               concurrency_id="models", preprocess=False)
