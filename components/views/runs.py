@@ -168,8 +168,7 @@ def titled(figure, coupled: bool):
     source = f"{'coupled' if coupled else 'independent'} runs"
     subtitle = figure.layout.title.subtitle.text
     figure.update_layout(title_subtitle_text=f"{source}<br>{subtitle}" if subtitle else source)
-    if subtitle:  # one more line above the plot
-        figure.update_layout(margin_t=top_margin(figure.layout.title.subtitle.text))
+    figure.update_layout(margin_t=top_margin(figure.layout.title.subtitle.text))  # room for the line added
     return figure
 
 
