@@ -96,3 +96,49 @@ def test_space_front_matter_matches_the_pinned_gradio():
                   if l.startswith("gradio=="))
     assert fields["sdk"].strip() == "gradio" and fields["app_file"].strip() == "app.py"
     assert fields["sdk_version"].strip() == pinned == gr.__version__
+
+
+# ------------------------------------------------------------------ run buttons (issue 24)
+
+
+def test_every_run_button_is_busy_during_its_run_and_a_failure_replaces_its_outputs():
+    """Wiring, as Gradio's page reads it: click -> the button disabled at once (unqueued) -> the public
+    run -> the button back (`.then`) and, on failure, the message where the outputs were (`.failure`,
+    which is all the page runs after a failed event: it carries the button back too)."""
+    from components.views.run_events import RUNNING
+
+    demo = app.build_demo(default_pair="toy", default_prompt="the cat")
+    fns = demo.fns
+    by_id = {b._id: b for b in demo.blocks.values()}
+    for name, button in (("generate", "generate-button"), ("compare", "compare-button"), ("sweep", "sweep-button"),
+                         ("fidelity", "fidelity-button")):
+        run_index, run = next((i, fn) for i, fn in fns.items() if fn.api_name == name)
+        busy = fns[run.trigger_after]
+        assert not busy.queue and [by_id[o._id].elem_id for o in busy.outputs] == [button]
+        assert busy.fn().value == RUNNING and busy.fn().interactive is False
+        after = [fn for fn in fns.values() if fn.trigger_after == run_index]
+        back = next(fn for fn in after if not fn.trigger_only_on_failure)
+        failed = next(fn for fn in after if fn.trigger_only_on_failure)
+        assert not back.queue and back.fn().interactive is True and back.fn().value != RUNNING
+        assert button in [getattr(by_id[o._id], "elem_id", None) for o in failed.outputs] and not failed.queue
+
+
+def test_a_failed_run_puts_its_message_where_its_outputs_were():
+    import types
+
+    from components.views.errors import FAILURES, translate_error
+    from components.views.run_events import failure_outputs
+
+    outputs = {"output": gr.HTML(), "metrics_line": gr.Markdown(), "data": gr.JSON(), "grid": gr.HTML()}
+    button = gr.Button("Generate")
+    show = failure_outputs("generate_stream", outputs, "output", ("metrics_line", "data"), button)
+    FAILURES.note("session-1", "generate_stream", translate_error(ValueError("unknown word <zebra>")).message)
+    shown = show(types.SimpleNamespace(session_hash="session-1"))
+    assert "unknown word &lt;zebra&gt;" in shown[outputs["output"]] and 'class="run-failed"' in shown[outputs["output"]]
+    assert shown[outputs["metrics_line"]] is None and shown[outputs["data"]] is None
+    assert shown[outputs["grid"]] == gr.skip()  # the explorer keeps the last finished run
+    assert shown[button].interactive is True
+    again = show(types.SimpleNamespace(session_hash="session-1"))  # taken once; another session never sees it
+    assert "the run failed" in again[outputs["output"]]
+    FAILURES.note("session-2", "generate_stream", "x")
+    assert FAILURES.take("session-3", "generate_stream") is None and FAILURES.take("session-2", "compare") is None

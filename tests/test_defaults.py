@@ -114,12 +114,13 @@ def test_every_view_finishes_at_its_defaults(pair, prompt):
 
 @pytest.fixture
 def timed_toy(monkeypatch):
-    """The toy pair as if it were a model pair: Compare times it (AR after every method)."""
+    """The toy pair as if it were a model pair: Compare and Sweep time it (AR after every method)."""
     def timed_prepare(pair_key, prompt, progress=None):
         pair, ids = prepare(pair_key, prompt, progress)
         return dataclasses.replace(pair, words=None), ids
 
     monkeypatch.setattr(compare, "prepare", timed_prepare)
+    monkeypatch.setattr(sweep, "prepare", timed_prepare)
 
 
 def test_compare_runs_the_default_method_and_the_coupled_run_first(timed_toy):
@@ -139,6 +140,54 @@ def test_one_timed_run_stays_out_of_the_speedup_chart(timed_toy):
     outputs = last(compare.compare("toy", "the cat", ["sd"], 2, 3, 0.8, 8, 0, False, 1))
     assert not outputs.speedup.data and "one timed run" in outputs.speedup.layout.title.text.lower()
     assert outputs.data["speedup_vs_ar"]["sd"]["runs"] == 1  # the single run is in the data
+
+
+def test_sweep_times_each_method_against_the_ar_runs_around_it_as_compare_does(timed_toy):
+    outputs = last(sweep.run_sweep("toy", "the cat", ["sd", "gbv"], "K", "1, 2", 2, 3, 0.8, 8, 0, 2))
+    rows = outputs.data["rows"]
+    assert all(len(r["ar_tokens_per_second"]) == 2 for r in rows)  # AR just before and just after its runs
+    for before, after in zip(rows, rows[1:]):  # the AR run after a method is the one before the next (K: one T)
+        assert before["ar_tokens_per_second"][1] == after["ar_tokens_per_second"][0]
+    for row in rows:  # Compare's statistic: median over the repeats, range, noisy flag
+        expected = speedup_of(row["repeat_tokens_per_second"], row["ar_tokens_per_second"]).summary()
+        assert row["speedup_vs_ar"] == pytest.approx(expected) and row["speedup_vs_ar"]["runs"] == 2
+    lines = {t.name: t for t in outputs.speed.data}
+    assert set(lines) == {"SD", "GBV"} and all(len(t.error_y.array) == 2 for t in lines.values())
+    assert list(lines["SD"].y) == pytest.approx([r["speedup_vs_ar"]["median"] for r in rows if r["method"] == "sd"])
+
+
+def test_a_sweep_timed_once_per_point_keeps_its_speedups_out_of_the_chart(timed_toy):
+    outputs = last(sweep.run_sweep("toy", "the cat", ["sd"], "K", "1, 2", 2, 3, 0.8, 8, 0, 1))
+    assert not outputs.speed.data and "one timed run per point" in outputs.speed.layout.title.text.lower()
+    rows = outputs.data["rows"]
+    assert all(r["speedup_vs_ar"]["runs"] == 1 for r in rows)  # the single runs are in the data
+    assert rows[0]["ar_tokens_per_second"] == rows[1]["ar_tokens_per_second"]  # one AR run: nothing is charted
+
+
+@pytest.mark.parametrize("axis, values", [("K", [1, 2, 4]), ("T", [0.5, 0.5, 1.0])])
+def test_the_estimate_counts_the_ar_runs_the_sweep_makes(monkeypatch, axis, values):
+    from spectr_gbv import sweep as library_sweep
+    from spectr_gbv.config import DecodeConfig
+    from spectr_gbv.pairs import get_pair
+
+    ar_runs = []
+    real = library_sweep.generate_config
+
+    def counted(target, draft, prompt_ids, config, on_iteration=None):
+        ar_runs.extend([config.temperature] if config.method == "ar" else [])
+        return real(target, draft, prompt_ids, config, on_iteration)
+
+    monkeypatch.setattr(library_sweep, "generate_config", counted)
+    pair = get_pair("toy")
+    base = DecodeConfig(max_new_tokens=6)
+    for interleaved in (False, True):
+        ar_runs.clear()
+        library_sweep.sweep(pair.target, pair.draft, pair.encode("the cat"), ["sd", "gbv"], axis, values, base,
+                            repeats=2, interleave_ar=interleaved)
+        assert len(ar_runs) == cost.sweep_ar_runs(axis, values, 2, interleaved)
+    # Sweep's defaults are sized with one repeat: no interleaving, the same estimate as before, inside the budget.
+    assert not cost.sweep_interleaves_ar(DEFAULT_KEY, 1) and cost.sweep_interleaves_ar(DEFAULT_KEY, 2)
+    assert not cost.sweep_interleaves_ar("toy", 3)  # a teaching pair's timings mean nothing
 
 
 def test_a_speedup_is_the_median_and_is_noisy_when_ar_moved():

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from components.views import figures
+from components.views.chart_layout import SUBTITLE_CHARS
+from components.views.speedup_figure import speedup_figure
 from components.views.band_figures import efficiency_band_figure, sweep_band_figures
 from components.views.runs import point_from_summaries, point_stats, speedup_of
 from components.views.palette import LOSSY_RED
@@ -42,25 +46,25 @@ def test_compare_figures_have_one_trace_per_method(records):
 
 
 def test_wall_clock_figures_say_they_depend_on_the_hardware(records):
-    fig = figures.speedup_figure({"sd": speedup_of([8.0, 7.0, 9.0], [10.0, 10.0]),
+    fig = speedup_figure({"sd": speedup_of([8.0, 7.0, 9.0], [10.0, 10.0]),
                                   "spectr_gbv": speedup_of([12.0, 11.0, 14.0], [10.0, 13.0])}, "cpu")
     assert "hardware" in fig.layout.title.subtitle.text and list(fig.data[0].y) == pytest.approx([0.8, 12 / 11.3],
                                                                                                rel=1e-3)
     assert list(fig.data[0].error_y.array) == pytest.approx([0.1, 14 / 11.3 - 12 / 11.3], rel=1e-3)  # the range
     assert list(fig.data[0].x) == ["SD", "SpecTr-GBV (noisy)"]  # AR moved by 26 %: flagged on its tick
-    single = figures.speedup_figure({"sd": 0.8, "spectr_gbv": 1.2}, "cpu")  # one run each: no bars, the reason
+    single = speedup_figure({"sd": 0.8, "spectr_gbv": 1.2}, "cpu")  # one run each: no bars, the reason
     assert not single.data and "Repeats" in single.layout.annotations[0].text
     phases = {"ar": {"draft": 0.0, "target": 80.0, "verify": 0.0}, "sd": {"draft": 5.0, "target": 40.0, "verify": 2.0},
               "spectr_gbv": {"draft": 6.0, "target": 30.0, "verify": 4.0}}
-    split = figures.speedup_figure({"sd": speedup_of([17.0, 17.0], [10.0]), "spectr_gbv": speedup_of([20.0, 20.0], [10.0])},
+    split = speedup_figure({"sd": speedup_of([17.0, 17.0], [10.0]), "spectr_gbv": speedup_of([20.0, 20.0], [10.0])},
                                    "cpu", phases)
     assert "hardware" in split.layout.title.subtitle.text and "median of 2+ runs" in split.layout.title.subtitle.text
     bars = {t.name: list(t.y) for t in split.data[1:]}
     assert bars["target"] == [80.0, 40.0, 30.0] and bars["draft"] == [0.0, 5.0, 6.0]
-    hidden = figures.speedup_figure({"sd": 9.0}, "cpu", phases, timed=False)
+    hidden = speedup_figure({"sd": 9.0}, "cpu", phases, timed=False)
     assert not hidden.data and "lookup tables" in hidden.layout.annotations[0].text
-    rows = [{"axis": "K", "value": k, "method": "spectr_gbv", "speedup_vs_ar": 0.5} | point_stats([1 + k / 4], [None], [10])
-            for k in (1, 2)]
+    rows = [{"axis": "K", "value": k, "method": "spectr_gbv", "speedup_vs_ar": speedup_of([5.0, 6.0], [10.0, 11.0]).summary()}
+            | point_stats([1 + k / 4], [None], [10]) for k in (1, 2)]
     efficiency, speed = sweep_band_figures(rows)
     assert "hardware" in speed.layout.title.subtitle.text and list(efficiency.data[0].x) == [1, 2]
 
@@ -112,7 +116,9 @@ def test_sweep_rows_vary_the_chosen_setting_and_time_ar_once_per_temperature():
     target, draft = toy_pair()
     rows = sweep(target, draft, encode("the"), ["gbv", "spectr_gbv"], "T", [0.0, 1.0], DecodeConfig(max_new_tokens=12))
     assert [(r["method"], r["value"]) for r in rows] == [("gbv", 0.0), ("spectr_gbv", 0.0), ("gbv", 1.0), ("spectr_gbv", 1.0)]
-    assert all(r["temperature"] == r["value"] and r["speedup_vs_ar"] > 0 for r in rows)
+    assert all(r["temperature"] == r["value"] and r["repeat_tokens_per_second"][0] > 0 for r in rows)
+    # Without interleaving, the one AR run of each temperature: the same rate for every method there.
+    assert rows[0]["ar_tokens_per_second"] == rows[1]["ar_tokens_per_second"] != rows[2]["ar_tokens_per_second"]
     with pytest.raises(ValueError, match="axis"):
         sweep(target, draft, encode("the"), ["gbv"], "Z", [1], DecodeConfig())
     with pytest.raises(ValueError, match="num_drafts"):
@@ -125,15 +131,17 @@ def test_method_ticks_stand_upright_on_short_lines_and_the_fidelity_legend_clear
     labels = [figures.method_label(m) for m in METHODS]
     charts = [efficiency_band_figure({m: point_stats([1.5], [None], [10]) for m in METHODS}, coupled=True),
               figures.calls_per_token_figure([{"method": m, "block_efficiency": 2.0} for m in METHODS]),
-              figures.speedup_figure({m: speedup_of([12.0, 12.0], [10.0]) for m in METHODS}, "cpu")]
+              speedup_figure({m: speedup_of([12.0, 12.0], [10.0]) for m in METHODS}, "cpu")]
     for chart in charts:  # "SpecTr-GBV as released (lossy)" tilted was cut off under a half-screen chart
         axis = chart.layout.xaxis
         assert axis.tickangle == 0 and axis.automargin and list(axis.tickvals) == labels
-        assert all(len(line) <= len("Traversal") for tick in axis.ticktext for line in tick.split("<br>"))
-        assert [t.replace("<br>", " ").replace("- ", "-") for t in axis.ticktext][:-1] == labels[:-1]
-        assert "lossy" in axis.ticktext[-1]
-    assert not charts[0].layout.showlegend  # one swatch would show one method's colour for every bar
-    assert all(len(line) <= 90 for line in charts[0].layout.title.subtitle.text.split("<br>"))
+        names = [re.sub(r"<br><i>.*</i>$", "", tick) for tick in axis.ticktext]  # the note under a name: its own line
+        assert all(len(line) <= len("Traversal") for tick in names for line in tick.split("<br>"))
+        assert [t.replace("<br>(", " (").replace("<br>", " ").replace("- ", "-") for t in names][:-1] == labels[:-1]
+        assert "lossy" in names[-1]
+    assert all(tick.endswith("<br><i>10 it.</i>") for tick in charts[0].layout.xaxis.ticktext)  # iterations: on the ticks
+    assert charts[0].data[0].showlegend is False  # one swatch would show one method's colour for every bar
+    assert all(len(line) <= SUBTITLE_CHARS for line in charts[0].layout.title.subtitle.text.split("<br>"))
 
 
 def test_the_fidelity_legend_sits_above_the_plot_out_of_the_tilted_outcomes_way():
@@ -142,3 +150,104 @@ def test_the_fidelity_legend_sits_above_the_plot_out_of_the_tilted_outcomes_way(
     *_, (_header, chart, data) = fidelity.run_fidelity("toy", "the cat", "sd", 1, 2, 1.0, 20, 3)
     assert data["runs"] == 20 and chart.layout.legend.y >= 1 and chart.layout.legend.yanchor == "bottom"
     assert chart.layout.xaxis.automargin
+
+
+# ------------------------------------------------------------------ readable charts (issue 24)
+
+
+def all_charts(records) -> dict:
+    """One of every chart the app draws, from the toy runs: every method, the lossy one too."""
+    from spectr_gbv import METHODS
+
+    s = summaries(records)
+    run = records["spectr_gbv"]
+    it = next(i for i in records["sd"].iterations if i.final_kind == "correction")
+    timed = {m: speedup_of([12.0, 11.0, 13.0], [10.0, 10.5]) for m in METHODS}
+    phases = {"ar": {"draft": 0.0, "target": 80.0, "verify": 0.0}} | {m: {"draft": 5.0, "target": 40.0, "verify": 2.0}
+                                                                     for m in METHODS}
+    rows = [{"axis": "L", "value": v, "method": m, "speedup_vs_ar": speedup_of([9.0, 11.0], [10.0, 10.0]).summary()}
+            | point_stats([1 + v / 4, 1.5 + v / 4], [0.5, 0.6], [10, 10]) for v in (1, 2, 4) for m in ("sd", "spectr_gbv")]
+    sweep_efficiency, sweep_speed = sweep_band_figures(rows)
+    return {
+        "efficiency": efficiency_band_figure({x["method"]: point_from_summaries([x]) for x in s}, coupled=True, ceiling=1.5),
+        "histogram": figures.histogram_figure(s), "per_position": figures.per_position_figure(s),
+        "calls": figures.calls_per_token_figure(s), "speedup": speedup_figure(timed, "cpu", phases),
+        "theory": figures.theory_figure({"spectr_gbv": ([i.num_accepted for i in run.iterations],
+                                                        [i.expected_accepted for i in run.iterations])}),
+        "distribution": figures.distribution_figure(it.final_top, decode([t.token for t in it.final_top]),
+                                                    it.final_kind, it.final_token, "as_bv"),
+        "sweep_efficiency": sweep_efficiency, "sweep_speed": sweep_speed,
+    }
+
+
+def test_legends_sit_at_the_bottom_of_the_figure_under_the_x_axis_title(records):
+    """In container coordinates at the bottom edge, Plotly reserves the legend's height under the axes'
+    own margin (ticks and title): the legend cannot reach up into the x-axis title, as it did when it
+    hung under the plot in paper coordinates and the plot shrank."""
+    legends = []
+    for name, chart in all_charts(records).items():
+        if not any(trace.showlegend is not False for trace in chart.data) or chart.layout.showlegend is False:
+            continue
+        legends.append(name)
+        legend = chart.layout.legend
+        assert (legend.orientation, legend.yref, legend.yanchor) == ("h", "container", "bottom"), name
+        assert 0 <= legend.y <= 0.05 and legend.xref == "container", name
+    assert set(legends) >= {"efficiency", "histogram", "per_position", "speedup", "theory", "distribution",
+                            "sweep_efficiency", "sweep_speed"}
+    assert figures.histogram_figure(summaries(records)).layout.xaxis.title.text  # there is a title to clear
+    lossy = [t.name for t in figures.histogram_figure(summaries(records) + [{"method": "spectr_gbv_released"}]).data]
+    assert lossy[-1] == "SpecTr-GBV as released<br>(lossy)"  # two entries side by side in a half-screen chart
+
+
+def test_position_axes_have_whole_number_ticks(records):
+    charts = all_charts(records)
+    for name, first in (("histogram", 0), ("per_position", 1)):
+        axis = charts[name].layout.xaxis
+        assert (axis.tickmode, axis.tick0, axis.dtick) == ("linear", first, 1), name  # no 1.5 between positions
+    theory = charts["theory"].layout.xaxis  # iterations: a whole step, on its own multiples
+    assert theory.tickmode == "linear" and float(theory.dtick).is_integer() and theory.dtick >= 1
+    from components.views.chart_layout import whole_step
+
+    assert [whole_step(1, n) for n in (1, 4, 10, 11, 40, 64, 400)] == [1, 1, 1, 2, 5, 10, 50]
+    assert whole_step(0, 1) == 1  # tau 0..1: ticks 0 and 1, not 0, 0.5, 1
+    for name in ("sweep_efficiency", "sweep_speed"):  # the swept values themselves, no 1.5 drafts
+        assert list(charts[name].layout.xaxis.tickvals) == [1, 2, 4], name
+
+
+def test_nothing_is_written_over_the_bars_and_the_ceiling_is_named_in_the_legend(records):
+    charts = all_charts(records)
+    efficiency = charts["efficiency"]
+    assert not efficiency.layout.annotations and not any(trace.text for trace in efficiency.data)
+    (ceiling,) = efficiency.layout.shapes
+    assert ceiling.line.dash == "dash" and ceiling.showlegend and "best any exact rule, on average (LP): 2.50" == ceiling.name
+    bars = efficiency.data[0]
+    assert all(tick.endswith(" it.</i>") for tick in efficiency.layout.xaxis.ticktext)  # the iterations, under the bars
+    assert efficiency.layout.yaxis.range[1] > max(1.5 + 1, *bars.y)  # the line and every bar inside the axis
+    # The speedup panels' titles sit above their panel, never over its bars.
+    speedup = charts["speedup"]
+    domains = [speedup.layout.yaxis.domain, speedup.layout.yaxis2.domain]
+    for note, (low, high) in zip(speedup.layout.annotations, sorted(domains, key=lambda d: -d[1])):
+        assert note.yref == "paper" and note.y >= high and note.yanchor == "bottom"
+    assert not any(trace.text for trace in speedup.data)
+    # "drawn": the arrow's tip on its token's tallest bar, the word above it, the axis tall enough for both.
+    distribution = charts["distribution"]
+    (drawn,) = distribution.layout.annotations
+    at = list(distribution.data[0].x).index(drawn.x)
+    assert drawn.y == pytest.approx(max(trace.y[at] for trace in distribution.data))
+    assert (drawn.ay or -30) < 0 and distribution.layout.yaxis.range[1] >= 1.3 * max(max(t.y) for t in distribution.data)
+
+
+def test_subtitles_are_short_lines_inside_a_top_margin_made_for_them(records):
+    """Two charts side by side beside the open sidebar are about 480 px wide (down to 360): a subtitle
+    line longer than SUBTITLE_CHARS was cut off at the chart's right edge."""
+    from components.views.chart_layout import top_margin
+
+    for name, chart in all_charts(records).items():
+        subtitle = chart.layout.title.subtitle.text
+        if not subtitle:
+            continue
+        assert all(len(line) <= SUBTITLE_CHARS for line in subtitle.split("<br>")), (name, subtitle)
+        assert chart.layout.margin.t >= top_margin(subtitle), name
+        assert chart.layout.title.yanchor == "top" and chart.layout.title.yref == "container", name
+    speedup = all_charts(records)["speedup"]
+    assert "hardware: cpu" in speedup.layout.title.subtitle.text and speedup.layout.xaxis2.automargin

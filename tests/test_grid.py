@@ -187,3 +187,68 @@ def test_an_iteration_where_a_loser_takes_over_draws_a_consistent_grid():
     assert handed, "no hand-off in 60 toy runs"
     for it in handed:
         check_grid(it, "as_bv_handoff")
+
+
+# ------------------------------------------------------------------ AS-BV+H in plain words (issue 24)
+
+
+def panel_text(markup: str) -> str:
+    """The final token's detail panel as a reader sees it: tags stripped, entities decoded."""
+    import html
+    import re
+
+    body = markup[markup.index('class="grid-detail-body"'):]
+    return html.unescape(re.sub(r"<[^>]+>", " ", body))
+
+
+HANDOFF_DRAFTS = ((1, 2, 3), (1, 5, 6), (1, 4, 0))  # K = 3, L = 3: all three agree on the first token
+CHOSEN_STOPS_AT_2 = [SubBlockTest(0, 0, 1, 0.9, True, 0.1), SubBlockTest(0, 0, 2, 0.2, False, 0.8),
+                     SubBlockTest(0, 0, 3, 0.1, False, 0.9)]  # draft 1 chosen: its check keeps 1 token
+
+
+def test_the_handoff_panel_says_what_happened_in_plain_words_before_the_symbols():
+    offers = [SubBlockTest(1, 1, 1, 0.3, False, 0.6), SubBlockTest(2, 1, 1, 0.2, False, 0.7)]
+    text = panel_text(draft_grid_html(record(CHOSEN_STOPS_AT_2 + offers, 1, 0, "correction", HANDOFF_DRAFTS), decode,
+                                      "as_bv_handoff"))
+    story = text[text.index("what happened"):text.index("  position  ")]  # the next row's label
+    assert "AS-BV chose draft 1; its check kept 1 token and stopped at position 2." in story
+    assert f"draft 2 offered “{decode([5])[0]}” (rejected), draft 3 offered “{decode([4])[0]}” (rejected)" in story
+    assert "No offer was accepted" in story
+    assert not any(symbol in story for symbol in ("ω", "norm(", "R ←", "G(", "τ"))  # the words carry no symbols
+    symbols = text.index("drawn from, in symbols")  # and the registry's exact rule follows them
+    assert text.index("what happened") < symbols and METHODS["as_bv_handoff"].residual[:40] in text[symbols:]
+
+
+def test_the_handoff_panel_tells_an_accepted_offer_and_a_lone_draft():
+    taken = [SubBlockTest(1, 1, 1, 0.8, True, 0.2), SubBlockTest(1, 2, 1, 0.1, False, 0.9)]  # then GBV on draft 2
+    story = panel_text(draft_grid_html(record(CHOSEN_STOPS_AT_2 + taken, 2, 1, "correction", HANDOFF_DRAFTS), decode,
+                                       "as_bv_handoff"))
+    assert f"draft 2 offered “{decode([5])[0]}” (accepted)" in story and "draft 3 offered" not in story
+    assert "went on along draft 2 and kept nothing more; the final token at position 3" in story
+    alone = [SubBlockTest(0, 0, 1, 0.2, False, 0.8), SubBlockTest(0, 0, 2, 0.1, False, 0.9),
+             SubBlockTest(0, 0, 3, 0.1, False, 0.9)]
+    story = panel_text(draft_grid_html(record(alone, 0, None, "correction", ((1, 2, 3),)), decode, "as_bv_handoff"))
+    assert "stopped at position 1, keeping no token" in story and "With one draft, nobody could take over" in story
+    assert "what happened" not in panel_text(draft_grid_html(record(alone, 0, None, "correction", ((1, 2, 3),)),
+                                                             decode, "as_bv"))  # only AS-BV+H tells this story
+
+
+def test_the_handoff_story_reads_every_real_iteration():
+    """On real AS-BV+H runs the story's reading of the tests agrees with the record: an accepted offer
+    is the winning draft, else the chosen draft keeps what its check kept."""
+    from components.views.handoff_story import handoff_story, read_handoff
+
+    target, draft = toy_pair()
+    kinds = set()
+    for seed in range(12):
+        run = generate(target, draft, encode("the cat"), method="as_bv_handoff", num_drafts=3, draft_length=3,
+                       temperature=1.0, max_new_tokens=12, seed=seed)
+        for it in run.iterations:
+            found = read_handoff(it)
+            assert found is not None and handoff_story(it, decode)
+            if found.taken is not None:
+                assert it.winning_draft == found.taken.draft and it.num_accepted > found.kept
+            else:
+                assert it.num_accepted == found.kept and it.winning_draft in (found.chosen, None)
+            kinds.add("taken" if found.taken else "offered" if found.offers else "alone")
+    assert kinds >= {"taken", "alone"}

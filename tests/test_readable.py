@@ -42,5 +42,6 @@ def test_json_outputs_are_rounded_for_display():
 
 def test_the_ceiling_is_named_as_an_expectation_off_the_bars():
     fig = efficiency_band_figure({"sd": point_stats([2.4], [None], [10])}, coupled=True, ceiling=1.22)
-    assert not fig.layout.annotations  # no label over the bars
-    assert "2.22, the best any exact rule can do on average" in fig.layout.title.subtitle.text
+    assert not fig.layout.annotations and not any(trace.text for trace in fig.data)  # nothing written over the bars
+    (line,) = fig.layout.shapes  # named in the legend, beside a swatch of the same dashed line
+    assert line.showlegend and line.name == "best any exact rule, on average (LP): 2.22" and fig.layout.showlegend

@@ -13,8 +13,9 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-
-from .figures import _figure, method_axis, method_label, speedup_figure
+from .chart_layout import figure as _figure
+from .chart_layout import legend_name, method_axis, method_label, subtitle_lines
+from .speedup_figure import sweep_speedup_figure
 from .palette import bar_marker, line_style, method_colour
 
 THEORY = "theory 1 + mean E[tau | drafts]"
@@ -38,19 +39,20 @@ def _band_text(point: dict) -> str:
 
 
 def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: float | None = None) -> go.Figure:
-    """Mean block efficiency per method with its 95 % band over the repeats, and the theory markers."""
+    """Mean block efficiency per method with its 95 % band over the repeats, the theory marks and
+    (teaching pairs) the ceiling, the best any exact rule can do.
+
+    Nothing is written on the bars: each bar's iterations go on its tick, and the theory marks and
+    the dashed ceiling are named in the legend under the axis (the bars are not: one swatch would
+    show one method's colour for all of them)."""
     repeats = max((p["repeats"] for p in points.values()), default=1)
     kind = "same drafts and draws for every method" if coupled else "same seeds for every method"
     title = "Block efficiency, coupled runs" if coupled else "Block efficiency, independent runs"
-    # Two short subtitle lines and no legend (one swatch would show one method's colour for all
-    # bars): the subtitle says what the bars and the black marks are.
-    fig = _figure(title, "", "tokens / target call (AR = 1)",
-                  f"{kind}; {_seeds(repeats)}<br>bars: measured mean; black line: {THEORY}")
-    fig.update_layout(margin=dict(t=100), showlegend=False)
+    fig = _figure(title, "", "tokens / target call",
+                  subtitle_lines(f"{kind}; AR = 1", f"bars: {_seeds(repeats)}"))
     labels = [method_label(m) for m in points]
     fig.add_bar(name="measured (mean)", x=labels, y=[p["mean_block_efficiency"] for p in points.values()],
-                marker=bar_marker(list(points)), hovertext=[_band_text(p) for p in points.values()],
-                text=[f"{p['iterations']} it." for p in points.values()], textposition="inside",
+                marker=bar_marker(list(points)), hovertext=[_band_text(p) for p in points.values()], showlegend=False,
                 error_y=dict(type="data", symmetric=False,
                              array=[(p["band_high"] - p["mean_block_efficiency"]) if p["band_high"] is not None else 0
                                     for p in points.values()],
@@ -61,46 +63,57 @@ def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: floa
     if theory:
         fig.add_scatter(name=THEORY, x=[t[0] for t in theory], y=[t[1] for t in theory],
                         mode="markers", marker=dict(symbol="line-ew-open", size=36, color="#222222", line=dict(width=3)))
-    method_axis(fig, labels)
-    if ceiling is not None:  # named in the subtitle, not over the bars: an expectation, which a finite run's mean may pass
-        fig.add_hline(y=1 + ceiling, line_dash="dash", line_color="#444444")
-        fig.update_layout(margin=dict(t=120), title_subtitle_text=fig.layout.title.subtitle.text + (
-            f"<br>dashed: {1 + ceiling:.2f}, the best any exact rule can do on average (LP); "
-            "one run's mean scatters around its own average, so a bar may pass it"))
+    method_axis(fig, labels, notes=[f"{p['iterations']} it." for p in points.values()])
+    if ceiling is not None:  # a line with its name in the legend, never a label over the bars
+        fig.add_hline(y=1 + ceiling, line_dash="dash", line_color="#444444", showlegend=True,
+                      name=ceiling_name(ceiling))
+    fig.update_layout(showlegend=bool(theory) or ceiling is not None)
     fig.update_yaxes(range=[1, max(_upper(list(points.values())), 1 + (ceiling or 0) + 0.1)])
     return fig
 
 
+def ceiling_name(ceiling: float) -> str:
+    """The dashed line's legend entry: what it is and its value. An expectation: one finite run's mean
+    scatters around its own, so a bar may pass it (the caption under Compare says so; docs/views.md)."""
+    return f"best any exact rule, on average (LP): {1 + ceiling:.2f}"
+
+
 def sweep_band_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Figure, go.Figure]:
-    """Mean block efficiency (band shaded, theory dotted) and one-run speedup against the swept value, per method."""
+    """Mean block efficiency (band shaded, theory dotted) and speedup against the swept value, per method.
+
+    A speedup point is the median of its point's timed runs, each against the AR runs just before
+    and after it, with their range (`components.views.runs.Speedup`, as in Compare); a point timed
+    once is left out, and the chart says to raise Repeats when no point is left."""
     axis = rows[0]["axis"] if rows else "K"
     repeats = max((r["repeats"] for r in rows), default=1)
-    efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens / target call (AR = 1)",
-                         f"hardware-free; {_seeds(repeats)}; dotted: theory")
-    speed = (speedup_figure({}, "", timed=False) if not timed else
-             _figure(f"Wall-clock speedup vs AR as {axis} varies", axis, "tokens/s over AR's",
-                     "one timed run per point (the first seed), on this server in this request: depends on the hardware"))
+    values = sorted({r["value"] for r in rows})
+    efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens / target call",
+                         subtitle_lines(f"hardware-free; {_seeds(repeats)}", "dotted: theory"))
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
-        xs, colour, name = [r["value"] for r in mine], method_colour(method), method_label(method)
+        xs, colour, name = [r["value"] for r in mine], method_colour(method), legend_name(method)
         banded = [r for r in mine if r["band_low"] is not None]
         if banded:
             efficiency.add_scatter(x=[r["value"] for r in banded] + [r["value"] for r in reversed(banded)],
                                    y=[r["band_high"] for r in banded] + [r["band_low"] for r in reversed(banded)],
                                    fill="toself", fillcolor=colour, opacity=0.15, line=dict(width=0), hoverinfo="skip",
-                                   name=f"{name} 95 % band", showlegend=False, legendgroup=method)
+                                   name=f"{method_label(method)} 95 % band", showlegend=False, legendgroup=method)
         efficiency.add_scatter(name=name, x=xs, y=[r["mean_block_efficiency"] for r in mine], mode="lines+markers",
                                **line_style(method),
                                hovertext=[_band_text(r) for r in mine], legendgroup=method)
         theory = [r for r in mine if r.get("theory_acceptance_length") is not None]
         if theory:
-            efficiency.add_scatter(name=f"{name} theory", x=[r["value"] for r in theory], hovertext=THEORY,
-                                   y=[r["theory_acceptance_length"] for r in theory], mode="lines",
+            efficiency.add_scatter(name=f"{method_label(method)} theory", x=[r["value"] for r in theory],
+                                   hovertext=THEORY, y=[r["theory_acceptance_length"] for r in theory], mode="lines",
                                    line=dict(color=colour, dash="dot", width=1.5), legendgroup=method, showlegend=False)
-        if timed:
-            speed.add_scatter(name=name, x=xs, y=[r["speedup_vs_ar"] for r in mine], mode="lines+markers",
-                              **line_style(method))
     efficiency.update_yaxes(range=[1, _upper(rows)])
-    if timed:
-        speed.add_hline(y=1.0, line_dash="dash")
+    swept_axis(efficiency, values)
+    speed = sweep_speedup_figure(rows, axis, timed)
+    if speed.data:
+        swept_axis(speed, values)
     return efficiency, speed
+
+
+def swept_axis(fig: go.Figure, values: Sequence[float]) -> None:
+    """Ticks at the swept values themselves (1, 2, 4, 8 or 0, 0.35, 0.7, 1): no 1.5 drafts."""
+    fig.update_xaxes(tickmode="array", tickvals=list(values), ticktext=[f"{v:g}" for v in values], automargin=True)

@@ -14,8 +14,9 @@ from ..serving.limits import Budget
 from .compare_view import CompareView
 from .errors import translate_error, user_errors
 from . import cost
+from .chart_layout import MIN_WIDTH
 from .inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare, ticker
-from .outputs import wire
+from .run_events import run_events
 from .runs import MAX_REPEATS
 from .settings import check_flag, check_methods, number, settings
 from .words import how_to_read
@@ -80,15 +81,16 @@ def build(page) -> None:
                                 elem_id="compare-repeats")
             button = gr.Button("Compare", variant="primary", elem_id="compare-button")
         texts = gr.HTML(elem_id="compare-outputs")
+        chart = dict(show_label=False, min_width=MIN_WIDTH)  # the chart's own title names it; the label is for readers
         with gr.Row(elem_classes=["chart-row"]):
-            efficiency = gr.Plot(label="Block efficiency", elem_id="compare-efficiency")
-            histogram = gr.Plot(label="Accepted-length histogram")
+            efficiency = gr.Plot(label="Block efficiency", elem_id="compare-efficiency", **chart)
+            histogram = gr.Plot(label="Accepted-length histogram", elem_id="compare-histogram", **chart)
         with gr.Row(elem_classes=["chart-row"]):
-            per_position = gr.Plot(label="Per-position acceptance")
-            calls = gr.Plot(label="Target calls per token")
+            per_position = gr.Plot(label="Per-position acceptance", elem_id="compare-per-position", **chart)
+            calls = gr.Plot(label="Target calls per token", elem_id="compare-calls", **chart)
         with gr.Row(elem_classes=["chart-row"]):
-            speedup = gr.Plot(label="Wall-clock speedup (hardware-dependent)")
-            theory = gr.Plot(label="Theory against measured")
+            speedup = gr.Plot(label="Wall-clock speedup (hardware-dependent)", elem_id="compare-speedup", **chart)
+            theory = gr.Plot(label="Theory against measured", elem_id="compare-theory", **chart)
         how_to_read("compare")
         data = gr.JSON(label="Compare data")
     page.views["compare"] = dict(button=button, coupled=coupled, repeats=repeats, outputs=dict(
@@ -101,6 +103,8 @@ def wire_events(page) -> None:
     s = page.sidebar
     s.pair.change(lambda key, chosen: default_repeats(key, len(chosen or [])), [s.pair, s.methods], tab["repeats"],
                   queue=False, show_progress="hidden", api_visibility="private")
-    wire(tab["button"].click, compare, [s.pair, page.prompt, s.methods, *page.settings_inputs, tab["coupled"],
-                                        tab["repeats"]],
-         tab["outputs"], api_name="compare", concurrency_id="models", preprocess=False)
+    charts = ("efficiency", "histogram", "per_position", "calls", "speedup", "theory", "data")
+    run_events(tab["button"].click, tab["button"], compare,
+               [s.pair, page.prompt, s.methods, *page.settings_inputs, tab["coupled"], tab["repeats"]],
+               tab["outputs"], message="texts", clear=charts, api_name="compare", concurrency_id="models",
+               preprocess=False)

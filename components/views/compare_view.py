@@ -22,6 +22,7 @@ from ..serving.limits import BudgetSpent
 from . import figures
 from .outputs import NamedOutputs, skip
 from .band_figures import efficiency_band_figure
+from .speedup_figure import speedup_figure
 from .runs import Speedup, Stop, header_html, header_line, point_from_summaries, speedup_of, titled
 from .text import metrics_line, provenance_html, side_by_side_html
 
@@ -191,7 +192,7 @@ class CompareView:
             titled(figures.histogram_figure(shown), coupled),
             titled(figures.per_position_figure(shown), coupled),
             titled(figures.calls_per_token_figure(shown), coupled),
-            figures.speedup_figure(speedups, device, phases, timed=self.timed),
+            speedup_figure(speedups, device, phases, timed=self.timed),
             titled(figures.theory_figure(self.theory_series(charted)), coupled),
             data,
         )

@@ -148,20 +148,42 @@ def compare_seconds(pair_key, num_methods: int, num_drafts: int, draft_length: i
             + num_methods * repeats * one + (repeats * one * COUPLED_OVERHEAD if coupled else 0.0))
 
 
+def is_timed(pair_key) -> bool:
+    """Whether a pair's wall-clock times mean anything: not the teaching pairs, whose "models" are lookup tables."""
+    return pair_key_of(pair_key) not in (TOY_KEY, TWO_TOKEN_KEY)
+
+
 def compare_ar_runs(pair_key, num_methods: int) -> int:
     """AR runs of a Compare: once on a teaching pair (untimed), else before each method and after the last."""
-    return 1 if pair_key_of(pair_key) in (TOY_KEY, TWO_TOKEN_KEY) else num_methods + 1
+    return num_methods + 1 if is_timed(pair_key) else 1
+
+
+def sweep_interleaves_ar(pair_key, repeats: int) -> bool:
+    """Whether a Sweep times AR just before and after every method's runs, as Compare does: on a timed pair
+    with Repeats > 1, where its chart shows speedups (a point timed once is noise, left off the chart, so
+    its 1 + methods x values AR runs would buy nothing)."""
+    return is_timed(pair_key) and int(repeats) > 1
+
+
+def sweep_ar_runs(axis: str, values: list[float], num_methods: int, interleaved: bool) -> int:
+    """AR runs of a Sweep (`spectr_gbv.sweep.iter_sweep`): interleaved, one opening each point at a new
+    temperature (every point on T, the first on K and L) and one after every method at every point;
+    else one per temperature."""
+    if not interleaved:
+        return len(set(values)) if axis == "T" else 1
+    openings = 1 + sum(a != b for a, b in zip(values, values[1:])) if axis == "T" else 1
+    return openings + num_methods * len(values)
 
 
 def sweep_seconds(pair_key, num_methods: int, axis: str, values: list[float], num_drafts: int, draft_length: int,
                   tokens: int, repeats: int) -> float:
-    """Sweep: every method at every value, `repeats` seeds each, and AR once (once per T on the T axis)."""
+    """Sweep: every method at every value, `repeats` seeds each, and its AR runs (`sweep_ar_runs`)."""
     total = 0.0
     for value in values:
         k = int(value) if axis == "K" else int(num_drafts)
         length = int(value) if axis == "L" else int(draft_length)
         total += num_methods * repeats * run_seconds(pair_key, "drafted", k, length, tokens)
-    ar_runs = len(set(values)) if axis == "T" else 1
+    ar_runs = sweep_ar_runs(axis, values, num_methods, sweep_interleaves_ar(pair_key, repeats))
     return total + ar_runs * run_seconds(pair_key, AUTOREGRESSIVE, num_drafts, draft_length, tokens)
 
 

@@ -12,6 +12,8 @@ import functools
 import html
 import inspect
 import logging
+import threading
+from collections import OrderedDict
 
 import gradio as gr
 
@@ -55,7 +57,16 @@ def _is_out_of_memory(error: BaseException) -> bool:
 
 
 def translate_error(error: BaseException, handler: str = "request") -> gr.Error:
-    """The user's message (plain text) and one log line; a traceback only for a real internal error."""
+    """The user's message (plain text) and one log line; a traceback only for a real internal error.
+
+    The message is also noted for the visitor's session (`FAILURES`): the page's failure event puts it
+    where the run's outputs were (components.views.run_events)."""
+    message = _translated(error, handler)
+    FAILURES.note(_session(), handler, message.message)
+    return message
+
+
+def _translated(error: BaseException, handler: str) -> gr.Error:
     if isinstance(error, ClientGone):  # nobody reads the message: the log says why the work stopped
         LOG.info("%s stopped: %s", handler, error)
         return user_error(str(error))
@@ -91,3 +102,38 @@ def release_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def _session() -> str | None:
+    """The session of the request this thread serves (Gradio's context), or None (a direct call)."""
+    from gradio.context import LocalContext
+
+    return getattr(LocalContext.request.get(None), "session_hash", None)
+
+
+class FailureNotes:
+    """The last failure message of each (session, handler), until the page's failure event takes it.
+
+    Bounded: a failed API call's note is never taken, so the oldest notes go beyond MOST."""
+
+    MOST = 1000
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._notes: OrderedDict[tuple[str, str], str] = OrderedDict()
+
+    def note(self, session: str | None, handler: str, message: str) -> None:
+        if not session:
+            return
+        with self._lock:
+            self._notes[(session, handler)] = message
+            self._notes.move_to_end((session, handler))
+            while len(self._notes) > self.MOST:
+                self._notes.popitem(last=False)
+
+    def take(self, session: str | None, handler: str) -> str | None:
+        with self._lock:
+            return self._notes.pop((session, handler), None) if session else None
+
+
+FAILURES = FailureNotes()

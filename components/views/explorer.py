@@ -171,7 +171,8 @@ def build(page) -> None:
             with gr.Column(scale=3, min_width=340):
                 grid = gr.HTML(EMPTY, elem_id="draft-grid", js_on_load=GRID_JS, apply_default_css=False)
             with gr.Column(scale=2, min_width=240):
-                figure = gr.Plot(label="Distributions at the final position", elem_id="distribution-plot")
+                figure = gr.Plot(label="Distributions at the final position", elem_id="distribution-plot",
+                                 show_label=False)  # its title names it; the label sat over the title
         how_to_read("explorer")
         details = gr.JSON(label="This iteration's acceptance tests")
     page.views["explorer"] = ExplorerTab(iteration, grid, figure, details, previous_button, play_button, next_button,

@@ -16,7 +16,8 @@ from ..serving.limits import Budget, BudgetSpent
 from . import caps, cost, figures
 from .errors import translate_error, user_errors
 from .inputs import DEFAULT_METHOD, draft_for, prepare, ticker
-from .outputs import NamedOutputs, skip, wire
+from .outputs import NamedOutputs, skip
+from .run_events import run_events
 from .runs import Stop, header_line
 from .text import visible_token
 from .settings import check_method, number, settings
@@ -111,7 +112,8 @@ def build(page, default_pair: str) -> None:
             num_tokens = gr.Slider(1, 3, value=3, step=1, label="First tokens compared")
             button = gr.Button("Check fidelity", variant="primary", elem_id="fidelity-button")
         header = gr.Markdown(elem_id="fidelity-header")
-        figure = gr.Plot(label="Empirical against exact law")
+        figure = gr.Plot(label="Empirical against exact law", elem_id="fidelity-figure",
+                         show_label=False)  # its title names it; the label sat over the title
         how_to_read("fidelity")
         data = gr.JSON(label="Fidelity data")
     page.views["fidelity"] = dict(num_runs=num_runs, num_tokens=num_tokens, button=button,
@@ -120,6 +122,8 @@ def build(page, default_pair: str) -> None:
 
 def wire_events(page) -> None:
     tab, s = page.views["fidelity"], page.sidebar
-    wire(tab["button"].click, run_fidelity, [s.pair, page.prompt, s.method, s.num_drafts, s.draft_length,
-                                             s.temperature, tab["num_runs"], tab["num_tokens"]],
-         tab["outputs"], api_name="fidelity", concurrency_id="models", preprocess=False)
+    run_events(tab["button"].click, tab["button"], run_fidelity,
+               [s.pair, page.prompt, s.method, s.num_drafts, s.draft_length, s.temperature, tab["num_runs"],
+                tab["num_tokens"]],
+               tab["outputs"], message="header", clear=("figure", "data"), api_name="fidelity",
+               concurrency_id="models", preprocess=False)

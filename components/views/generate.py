@@ -19,6 +19,7 @@ from .errors import translate_error, user_errors
 from .explorer_js import OUTPUT_JS
 from .inputs import EXAMPLES, draft_for, prepare
 from .outputs import NamedOutputs, skip, wire
+from .run_events import back_to_idle, run_events
 from .run_state import RunState
 from .runs import STOPS, Stop, header_line
 from .settings import check_method, settings
@@ -150,17 +151,21 @@ def wire_events(page) -> None:
                "iteration": view.iteration, **view.panels()}
     # The public events skip Gradio's preprocessing (preprocess=False): a value of any type
     # reaches components.views.settings, whose messages name the setting (Gradio's would be "Error").
-    generating = wire(tab.button.click, generate_stream, inputs, outputs, api_name="generate",
-                      concurrency_id="models", preprocess=False)
-    from_example = wire(tab.examples.load_input_event.then, generate_stream, inputs, outputs,
-                        concurrency_id="models", preprocess=False, api_visibility="private")
+    # The button reads "Running…" and is disabled while a run goes; a failed run's message replaces
+    # the text, the metrics line and the data (components.views.run_events).
+    failed = dict(message="output", clear=("metrics_line", "data"))
+    generating = run_events(tab.button.click, tab.button, generate_stream, inputs, outputs, **failed,
+                            api_name="generate", concurrency_id="models", preprocess=False)
+    from_example = run_events(tab.examples.load_input_event.then, tab.button, generate_stream, inputs, outputs,
+                              **failed, concurrency_id="models", preprocess=False, api_visibility="private")
     # Stop ends this session's streaming run only (the session stays usable), and the explorer
     # shows the iterations decoded so far. Here the run sees the request at its next iteration
     # and ends itself; a run in a ZeroGPU worker cannot, so there the event is cancelled and
     # the explorer filled from the last stored state.
     if gpu.ON_ZEROGPU:
         refilled = {"metrics_line": tab.metrics_line, "iteration": view.iteration, **view.panels()}
-        wire(tab.stop_button.click, fill_explorer_on_stop, [page.run_state], refilled,
-             cancels=[generating, from_example], api_visibility="private")
+        stopped = wire(tab.stop_button.click, fill_explorer_on_stop, [page.run_state], refilled,
+                       cancels=[generating, from_example], api_visibility="private")
+        back_to_idle(stopped.then, tab.button)
     else:
         tab.stop_button.click(ask_to_stop, None, None, queue=False, api_visibility="private")

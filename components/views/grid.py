@@ -29,6 +29,8 @@ from spectr_gbv.methods.base import SubBlockTest
 from spectr_gbv.records import IterationRecord
 
 from .palette import KINDS, UNREACHED, KindStyle
+from .handoff_story import METHOD as HANDOFF
+from .handoff_story import handoff_story
 from .residuals import final_token_rule
 from .text import legend_html, visible_token
 
@@ -111,9 +113,13 @@ def _cell(kind: KindStyle, kind_name: str, text: str, column: int, tip: str, det
             f"{glyph}{replaced}{html.escape(text)}</td>")
 
 
-def _final_detail(it: IterationRecord, method: str, text: str, replaced: tuple[str, float, float] | None) -> str:
+def _final_detail(it: IterationRecord, method: str, text: str, replaced: tuple[str, float, float] | None,
+                  token_text: Callable[[list[int]], list[str]] | None = None) -> str:
     top = next((t for t in it.final_top if t.token == it.final_token), None)
-    rows = [("position", f"{final_column(it)} (τ + 1, τ = {it.num_accepted})")]
+    # Plain words first (what this iteration did), the symbols after ("drawn from").
+    story = handoff_story(it, token_text) if method == HANDOFF and token_text is not None else None
+    rows = [("what happened", story)] if story else []
+    rows += [("position", f"{final_column(it)} (τ + 1, τ = {it.num_accepted})")]
     if top is not None:
         rows += [("probability in the distribution it was drawn from", f"{top.final_prob:.4f}"),
                  ("q (target) here", f"{top.target_prob:.4f}")]
@@ -122,7 +128,7 @@ def _final_detail(it: IterationRecord, method: str, text: str, replaced: tuple[s
     if replaced is not None:
         token, p, q = replaced
         rows += [("replaces the draft token", f"{token} (p = {p:.4f}, q = {q:.4f}, q/p {_ratio(p, q)})")]
-    rows += [("drawn from", final_token_rule(method, it.final_kind))]
+    rows += [("drawn from, in symbols" if story else "drawn from", final_token_rule(method, it.final_kind))]
     return _detail(f"{it.final_kind} token {_quote(text)}", rows)
 
 
@@ -132,7 +138,7 @@ def draft_grid_html(it: IterationRecord, token_text: Callable[[list[int]], list[
     if not it.draft_tokens:
         return (f'<div class="draft-grid"><div class="grid-note">Plain AR step: one target sample, '
                 f'<b>{html.escape(final_text)}</b>.</div>'
-                f'<div class="grid-detail">{_final_detail(it, method, final_text, None)}</div></div>')
+                f'<div class="grid-detail">{_final_detail(it, method, final_text, None, token_text)}</div></div>')
     length, tau, winner = len(it.draft_tokens[0]), it.num_accepted, it.winning_draft
     states = cell_states(it)
     final_kind = KINDS[it.final_kind]
@@ -148,7 +154,7 @@ def draft_grid_html(it: IterationRecord, token_text: Callable[[list[int]], list[
             tip = (f"p = {p:.4f}, q = {q:.4f}, q/p = {q / p:.3f}" if p > 0 else f"p = {p}, q = {q:.4f}") + test_tip
             rows_detail = [("p (draft)", f"{p:.4f}"), ("q (target)", f"{q:.4f}"), ("q/p", _ratio(p, q)), *test_rows]
             if won and i == tau:  # the final token lands here: column tau + 1, over the token it replaced
-                final_detail = _final_detail(it, method, final_text, (_quote(text), p, q))
+                final_detail = _final_detail(it, method, final_text, (_quote(text), p, q), token_text)
                 cells.append(_cell(final_kind, it.final_kind, final_text, i + 1,
                                    f"{it.final_kind} token at position {i + 1}, replacing draft token {_quote(text)} "
                                    f"({tip})", final_detail, " grid-final", struck=text))
@@ -158,14 +164,14 @@ def draft_grid_html(it: IterationRecord, token_text: Callable[[list[int]], list[
             detail = _detail(f"draft {k + 1}, position {i + 1}: {_quote(text)} ({state.kind})", rows_detail)
             cells.append(_cell(style, state.kind, text, i + 1, tip, detail, after))
         if won and tau == length:  # every drafted token accepted: the bonus token at L + 1
-            final_detail = _final_detail(it, method, final_text, None)
+            final_detail = _final_detail(it, method, final_text, None, token_text)
             cells.append(_cell(final_kind, it.final_kind, final_text, length + 1,
                                f"{it.final_kind} token at position {length + 1}", final_detail, " grid-final"))
         else:
             cells.append('<td class="grid-empty"></td>')
         rows.append(f'<tr class="grid-row">{"".join(cells)}</tr>')
     if winner is None or tau == 0:  # no draft won: the final token in a row of its own, column 1
-        final_detail = _final_detail(it, method, final_text, None)
+        final_detail = _final_detail(it, method, final_text, None, token_text)
         cells = ['<th class="grid-label" scope="row">no draft accepted</th>',
                  _cell(final_kind, it.final_kind, final_text, 1, f"{it.final_kind} token at position 1", final_detail,
                        " grid-final"),

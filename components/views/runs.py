@@ -22,6 +22,8 @@ from spectr_gbv import AUTOREGRESSIVE, METHODS
 from spectr_gbv.intervals import t_interval
 from spectr_gbv.pairs import PAIRS
 
+from .chart_layout import top_margin
+
 MAX_REPEATS = 10
 CONFIDENCE = 0.95
 
@@ -120,8 +122,11 @@ def point_from_summaries(summaries: Sequence[dict]) -> dict[str, object]:
 
 
 def sweep_point(row: dict) -> dict[str, object]:
-    """A sweep row (`spectr_gbv.sweep.iter_sweep`) with its repeat statistics."""
-    return row | point_stats(row["repeat_block_efficiency"], row["repeat_expected_accepted"], row["repeat_target_calls"])
+    """A sweep row (`spectr_gbv.sweep.iter_sweep`) with its repeat statistics and, as in Compare, its
+    speedup: the median over its runs, each against the AR runs timed around them (`speedup_of`)."""
+    speedup = speedup_of(row["repeat_tokens_per_second"], row["ar_tokens_per_second"])
+    return row | point_stats(row["repeat_block_efficiency"], row["repeat_expected_accepted"],
+                             row["repeat_target_calls"]) | {"speedup_vs_ar": speedup.summary()}
 
 
 NOISY_AR_SPREAD = 0.2  # AR's tokens/s before and after a method differing by more: the machine's load changed
@@ -158,8 +163,12 @@ def speedup_of(rates: Sequence[float], ar_rates: Sequence[float]) -> Speedup:
 
 
 def titled(figure, coupled: bool):
-    """Say in a figure's title whether its numbers come from coupled or from independent runs."""
-    figure.update_layout(title_text=f"{figure.layout.title.text} ({'coupled' if coupled else 'independent'} runs)")
+    """Say on a figure's first subtitle line whether its numbers come from coupled or from independent
+    runs (in the title it made the title too long for a half-screen chart)."""
+    source = f"{'coupled' if coupled else 'independent'} runs"
+    subtitle = figure.layout.title.subtitle.text
+    figure.update_layout(title_subtitle_text=f"{source}<br>{subtitle}" if subtitle else source)
+    figure.update_layout(margin_t=top_margin(figure.layout.title.subtitle.text))  # room for the line added
     return figure
 
 

@@ -15,9 +15,11 @@ from ..serving.limits import Budget, BudgetSpent
 from . import caps, cost
 from .band_figures import sweep_band_figures
 from .caps import MAX_SWEEP_VALUES
+from .chart_layout import MIN_WIDTH
 from .errors import translate_error, user_errors
 from .inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare, ticker
-from .outputs import NamedOutputs, skip, wire
+from .outputs import NamedOutputs, skip
+from .run_events import run_events
 from .runs import MAX_REPEATS, Stop, header_line, sweep_point
 from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_choice, check_methods, number, settings, shown
 from .words import how_to_read
@@ -51,7 +53,11 @@ def parse_values(axis: str, text) -> list[float]:
 def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed,
               repeats=1, progress=gr.Progress()):
     """Every method at every swept value, `repeats` seeds per point; streamed point by point, and
-    when the budget stops it, the points that finished stay, with the header saying so."""
+    when the budget stops it, the points that finished stay, with the header saying so.
+
+    With Repeats > 1 on a model pair, AR is timed just before and after every method's runs at
+    every point, as in Compare, and a point's speedup is the median of its runs against them, with
+    their range (`runs.sweep_point`); with one run per point the chart leaves the speedups out."""
     pair, prompt_ids = prepare(pair_key, prompt, progress)
     methods = check_methods(methods)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
@@ -65,8 +71,10 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
             settings(value if axis == "K" else num_drafts, value if axis == "L" else draft_length, temperature,
                      max_new_tokens, seed)
     lengths = swept if axis == "L" else [base.draft_length] * len(swept)
-    check_runs_fit(pair, [(len(set(swept)) if axis == "T" else 1, 0)] + [(len(methods) * repeats, int(v)) for v in lengths],
-                   base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds and AR, "
+    interleave = not pair.words and repeats > 1  # AR around every method's runs (cost.sweep_interleaves_ar)
+    ar_runs = cost.sweep_ar_runs(axis, swept, len(methods), interleave)
+    check_runs_fit(pair, [(ar_runs, 0)] + [(len(methods) * repeats, int(v)) for v in lengths],
+                   base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds and {ar_runs} AR runs, "
                    f"{base.max_new_tokens} tokens each")
     extra = [f"{repeats} seeds ({base.seed} to {base.seed + repeats - 1})" if repeats > 1 else "",
              f"{base.max_new_tokens} tokens"]
@@ -76,7 +84,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
     progress(0, desc=f"{axis} = {swept[0]:g}")
     try:
         for row in iter_sweep(pair.target, pair.draft, prompt_ids, methods, axis, swept, base.config(methods[0]),
-                              on_iteration=ticker(Budget()), repeats=repeats):
+                              on_iteration=ticker(Budget()), repeats=repeats, interleave_ar=interleave):
             points.append(sweep_point(row))
             progress(len(points) / total, desc=f"{len(points)} / {total} points")
             if len(points) < total:
@@ -112,8 +120,9 @@ def build(page) -> None:
             button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
         header = gr.Markdown(elem_id="sweep-header")
         with gr.Row(elem_classes=["chart-row"]):
-            efficiency = gr.Plot(label="Block efficiency")
-            speed = gr.Plot(label="Speedup vs AR (hardware-dependent)")
+            chart = dict(show_label=False, min_width=MIN_WIDTH)  # the chart's own title names it
+            efficiency = gr.Plot(label="Block efficiency", elem_id="sweep-efficiency", **chart)
+            speed = gr.Plot(label="Speedup vs AR (hardware-dependent)", elem_id="sweep-speed", **chart)
         how_to_read("sweep")
         data = gr.JSON(label="Sweep data")
     page.views["sweep"] = dict(axis=axis, values=values, repeats=repeats, button=button,
@@ -126,6 +135,7 @@ def wire_events(page) -> None:
         control.change(lambda key, axis, chosen: default_values(key, axis, len(chosen or [])),
                        [s.pair, tab["axis"], s.methods], tab["values"], queue=False, show_progress="hidden",
                        api_visibility="private")
-    wire(tab["button"].click, run_sweep, [s.pair, page.prompt, s.methods, tab["axis"], tab["values"],
-                                          *page.settings_inputs, tab["repeats"]],
-         tab["outputs"], api_name="sweep", concurrency_id="models", preprocess=False)
+    run_events(tab["button"].click, tab["button"], run_sweep,
+               [s.pair, page.prompt, s.methods, tab["axis"], tab["values"], *page.settings_inputs, tab["repeats"]],
+               tab["outputs"], message="header", clear=("efficiency", "speed", "data"), api_name="sweep",
+               concurrency_id="models", preprocess=False)

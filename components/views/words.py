@@ -73,11 +73,13 @@ HOW_TO_READ = {
                "**Block efficiency** and **accepted length**: tokens per target call and how often each tau occurs "
                "(more to the right is better). **Per-position acceptance**: the share of iterations that kept "
                "position 1, 2, ... **Target calls per token**: lower is better. **Speedup**: wall-clock against AR "
-               "on this server. **Theory against measured**: the total of tau so far (solid) next to the "
+               "on this server, the median of the Repeats. On the teaching pairs a dashed line marks the best any "
+               "exact rule can do on average: an expectation, so one run's bar may pass it. **Theory against measured**: the total of tau so far (solid) next to the "
                "total of E[tau | drafts] (dotted); an exact rule's two lines stay close.",
     "sweep": "Each line is one method as the swept setting grows. Block efficiency is hardware-free; the speedup is "
-             "this server's wall-clock against AR. One run per point is a noisy sample: differences smaller than "
-             "the jumps between neighbouring points are not a trend.",
+             "this server's wall-clock against AR, as in Compare: the median of a point's Repeats, each against "
+             "the AR runs just before and after it (a point timed once is left out). One run per point is a noisy "
+             "sample: differences smaller than the jumps between neighbouring points are not a trend.",
     "fidelity": "For each outcome of the first tokens: the target's exact probability (with the 95 % band that "
                 "sampling noise alone allows for N runs) next to how often the method produced it. An exact method's "
                 "bars stay within the bands; the title says whether the whole law is inside or OUTSIDE the noise.",
