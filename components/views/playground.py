@@ -3,12 +3,15 @@ iteration and speedup, drawn at once (no model; the formulas are `spectr_gbv.the
 
 from __future__ import annotations
 
+import functools
+
 import gradio as gr
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from spectr_gbv import theory
 
+from . import private
 from .settings import MAX_DRAFTS, number
 
 LENGTHS = list(range(1, 17))
@@ -95,5 +98,5 @@ def build_playground() -> None:
     gr.Markdown(HOW_TO_READ, elem_classes=["how-to-read"])
     gr.Markdown(ASSUMPTION, elem_classes=["how-to-read"])
     inputs = [alpha, num_drafts, draft_length, cost_ratio, drafting]
-    gr.on([c.change for c in inputs], update, inputs, [line, plot], show_progress="hidden", api_visibility="private",
-          queue=False)
+    any_change = functools.partial(gr.on, [c.change for c in inputs])
+    private.on(any_change, update, inputs, [line, plot], show_progress="hidden", queue=False)

@@ -11,15 +11,17 @@ from spectr_gbv.sweep import AXES, iter_sweep
 
 from ..serving import gpu, visitors
 from ..serving import limits
-from ..serving.limits import Budget, BudgetSpent
-from . import caps, cost
+from ..serving.limits import BudgetSpent
+from . import caps, cost, private
 from .band_figures import sweep_band_figures
+from .budget_stops import Ticker, budget_stop, what_fits
 from .caps import MAX_SWEEP_VALUES
 from .errors import translate_error, user_errors
-from .inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare, ticker
+from .inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
 from .outputs import NamedOutputs, skip, wire
-from .runs import MAX_REPEATS, Stop, header_line, sweep_point
-from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_choice, check_methods, number, settings, shown
+from .runs import MAX_REPEATS, header_line, method_name, sweep_point
+from .settings import (MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_choice, check_methods, check_pair_key,
+                       number, settings, shown)
 from .words import how_to_read
 
 
@@ -51,7 +53,8 @@ def parse_values(axis: str, text) -> list[float]:
 def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed,
               repeats=1, progress=gr.Progress()):
     """Every method at every swept value, `repeats` seeds per point; streamed point by point, and
-    when the budget stops it, the points that finished stay, with the header saying so."""
+    when the budget stops it, the points that finished stay, with the header saying so (before the
+    first point finished: how far the run in progress got, and what would fit)."""
     pair, prompt_ids = prepare(pair_key, prompt, progress)
     methods = check_methods(methods)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
@@ -65,28 +68,35 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
             settings(value if axis == "K" else num_drafts, value if axis == "L" else draft_length, temperature,
                      max_new_tokens, seed)
     lengths = swept if axis == "L" else [base.draft_length] * len(swept)
-    check_runs_fit(pair, [(len(set(swept)) if axis == "T" else 1, 0)] + [(len(methods) * repeats, int(v)) for v in lengths],
-                   base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds and AR, "
-                   f"{base.max_new_tokens} tokens each")
+    plan = [(len(set(swept)) if axis == "T" else 1, 0)] + [(len(methods) * repeats, int(v)) for v in lengths]
+    check_runs_fit(pair, plan, base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds "
+                   f"and AR, {base.max_new_tokens} tokens each")
     extra = [f"{repeats} seeds ({base.seed} to {base.seed + repeats - 1})" if repeats > 1 else "",
              f"{base.max_new_tokens} tokens"]
     heading = functools.partial(header_line, pair.info.key, methods, base.num_drafts, base.draft_length, base.temperature,
                                 base.seed, [e for e in extra if e], swept=axis)
-    points, total, stop = [], len(methods) * len(swept), None
+    points, total, stop, partial, tick = [], len(methods) * len(swept), None, None, Ticker()
     progress(0, desc=f"{axis} = {swept[0]:g}")
     try:
         for row in iter_sweep(pair.target, pair.draft, prompt_ids, methods, axis, swept, base.config(methods[0]),
-                              on_iteration=ticker(Budget()), repeats=repeats):
+                              on_iteration=tick, repeats=repeats):
             points.append(sweep_point(row))
             progress(len(points) / total, desc=f"{len(points)} / {total} points")
             if len(points) < total:
                 yield Swept(heading() + f"running: {len(points)} of {total} points done",
                             *sweep_band_figures(points, timed=not pair.words), _sweep_data(pair, axis, points, None))
     except BudgetSpent as error:
-        if not points:
-            raise
-        stop = Stop(len(points), total, "points", str(error))
-    yield Swept(heading(stop=stop), *sweep_band_figures(points, timed=not pair.words), _sweep_data(pair, axis, points, stop))
+        note = ""
+        if not points:  # the budget saw the first point's runs only: AR, then the first method's seeds
+            label = ("the AR baseline" if tick.runs <= 1
+                     else f"{method_name(methods[0])} at {axis} = {swept[0]:g}, seed {base.seed + tick.runs - 2}")
+            partial = tick.partial_run(label, pair.text)
+            note = what_fits(tick, "no point", "token per run", lambda n: cost.expected_steps(plan, n, pair.info.key),
+                             base.max_new_tokens - 1, so_far=tick.in_progress(label, base.max_new_tokens),
+                             otherwise=": fewer methods, values or seeds")
+        stop = budget_stop("sweep", len(points), total, "points", error, note)
+    yield Swept(heading(stop=stop), *sweep_band_figures(points, timed=not pair.words),
+                _sweep_data(pair, axis, points, stop) | {"partial_run": partial})
 
 
 def _sweep_data(pair, axis, points, stop) -> dict:
@@ -99,6 +109,12 @@ def default_values(pair_key, axis: str, num_methods: int) -> str:
     count = max(int(num_methods or 1), 1)
     values = cost.sweep_values(pair_key, count, axis, *DEFAULT_SETTINGS, most_values=caps.max_sweep_values(count))
     return ", ".join(f"{v:g}" for v in values)
+
+
+def values_for_axis(pair_key, axis, methods) -> str:
+    """The values box when the pair or axis changes (the page's values, checked: the event takes them raw)."""
+    return default_values(check_pair_key(pair_key), check_choice("the sweep axis", axis, AXES),
+                          len(check_methods(methods, at_least_one=False)))
 
 
 def build(page) -> None:
@@ -123,9 +139,8 @@ def build(page) -> None:
 def wire_events(page) -> None:
     tab, s = page.views["sweep"], page.sidebar
     for control in (s.pair, tab["axis"]):
-        control.change(lambda key, axis, chosen: default_values(key, axis, len(chosen or [])),
-                       [s.pair, tab["axis"], s.methods], tab["values"], queue=False, show_progress="hidden",
-                       api_visibility="private")
+        private.on(control.change, values_for_axis, [s.pair, tab["axis"], s.methods], tab["values"], queue=False,
+                   show_progress="hidden")
     wire(tab["button"].click, run_sweep, [s.pair, page.prompt, s.methods, tab["axis"], tab["values"],
                                           *page.settings_inputs, tab["repeats"]],
          tab["outputs"], api_name="sweep", concurrency_id="models", preprocess=False)
