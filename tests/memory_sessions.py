@@ -20,19 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-from app_server import free_port  # noqa: E402
+from app_server import CHILD, free_port, wait_until_up  # noqa: E402
 from raw_api import call  # noqa: E402
 
 GOAL_MIB = 300
-SERVER = (
-    "import sys; sys.path.insert(0, {root!r}); import app; "
-    "app.launch(app.build_demo(default_pair={pair!r}), server_name='127.0.0.1', server_port={port}, quiet=True)"
-)
 
 
 def rss_mib(pid: int) -> float:
@@ -40,20 +34,6 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for process {pid}")
-
-
-def wait_until_up(url: str, server: subprocess.Popen, seconds: float = 300) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"the server exited with {server.returncode}")
-        try:
-            if httpx.get(url, timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    raise TimeoutError(f"the app did not answer at {url} within {seconds:.0f} s")
 
 
 def main() -> None:
@@ -66,8 +46,8 @@ def main() -> None:
 
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
-    server = subprocess.Popen([sys.executable, "-c", SERVER.format(root=str(ROOT), pair=args.pair, port=port)],
-                              cwd=ROOT, env=os.environ.copy())
+    code = CHILD.format(root=str(ROOT), pair=args.pair, prompt="the cat", port=port)
+    server = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=os.environ.copy())
     try:
         wait_until_up(url, server)
         readings, failures, started = {}, 0, time.monotonic()

@@ -73,7 +73,8 @@ def _decoding_iterations(runs, tokens, method="sd", L=4):
 
 
 def test_a_fidelity_request_is_stopped_in_its_decoding_phase(limits, monkeypatch):
-    """A clock that jumps past the deadline during the first chunk of runs: nothing finished, the budget's message."""
+    """A clock that jumps past the deadline during the first chunk of runs: nothing compared, so the answer is
+    the runs that finished, counted, the budget's message and what would fit."""
     limits(seconds=60)
     real, runs_started = fidelity_view.fidelity_sample, []
 
@@ -85,9 +86,11 @@ def test_a_fidelity_request_is_stopped_in_its_decoding_phase(limits, monkeypatch
         return real(*args, **kwargs)
 
     monkeypatch.setattr(fidelity_view, "fidelity_sample", late_third_run)
-    with pytest.raises(gr.Error, match="ran past this server's limit of 60 s"):
-        last(fidelity_view.run_fidelity("toy", "the", "sd", 1, 4, 1.0, 20, 2))
+    header, figure, data = last(fidelity_view.run_fidelity("toy", "the", "sd", 1, 4, 1.0, 20, 2))
     assert len(runs_started) == 3  # no run after the stop
+    assert "stopped at 0 / 20 runs compared: this request ran past this server's limit of 60 s" in header
+    assert "2 of 20 runs had finished" in header and "not even 10 runs would fit" in header  # an hour a step
+    assert figure is None and data["runs"] == 2 and not data["compared"] and sum(o["count"] for o in data["outcomes"]) == 2
 
 
 def test_a_fidelity_request_stopped_later_keeps_the_runs_it_compared(limits, monkeypatch):
@@ -104,12 +107,14 @@ def test_a_fidelity_request_stopped_later_keeps_the_runs_it_compared(limits, mon
 
 
 def test_a_fidelity_request_is_stopped_in_its_exact_law_phase(limits):
-    """The runs fit the iteration budget exactly; the first scoring call of the exact law is one too many."""
+    """The runs fit the iteration budget exactly; the first scoring call of the exact law is one too many:
+    the ten runs are counted, not compared, and fewer runs would not fit the iterations either."""
     needed = _decoding_iterations(10, 3, L=2)
     limits(iterations=needed)
     assert needed >= 10 + 1  # the up-front check lets it start
-    with pytest.raises(gr.Error, match=f"more than {needed} decoding iterations"):
-        last(fidelity_view.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 10, 3))
+    header, _figure, data = last(fidelity_view.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 10, 3))
+    assert f"more than {needed} decoding iterations" in header and "10 of 10 runs had finished" in header
+    assert data["runs"] == 10 and not data["compared"] and "not even 10 runs would fit" in header
     limits(iterations=needed + 80)
     assert last(fidelity_view.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 10, 3))[-1]["runs"] == 10
 
@@ -129,8 +134,8 @@ def test_the_exact_law_phase_is_under_the_time_budget(limits, monkeypatch):
         return real(*args, on_scoring=late, **kwargs)
 
     monkeypatch.setattr(fidelity_view, "fidelity_result", jump_in_exact_law)
-    with pytest.raises(gr.Error, match="ran past this server's limit of 60 s"):
-        last(fidelity_view.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 20, 2))
+    header, _figure, data = last(fidelity_view.run_fidelity("toy", "the", "sd", 1, 2, 1.0, 20, 2))
+    assert "ran past this server's limit of 60 s" in header and data["runs"] == 10 and not data["compared"]
 
 
 def test_settings_that_cannot_fit_are_refused_before_any_work(limits):

@@ -73,7 +73,7 @@ def test_the_bucket_allows_a_burst_then_its_rate():
 def test_a_visitor_with_its_events_in_the_queue_is_refused(monkeypatch):
     monkeypatch.setattr(visitors, "FAIR", dataclasses.replace(visitors.FAIR, proxy_hops=1, visitor_events=2))
     events = {str(i): types.SimpleNamespace(request=_request("203.0.113.5")) for i in range(2)}
-    fn = types.SimpleNamespace(api_name="generate", api_visibility="public", fn=None, cancels=[], inputs=[])
+    fn = types.SimpleNamespace(api_name="generate", api_visibility="public", fn=lambda: None, cancels=[], inputs=[])
     demo = types.SimpleNamespace(_queue=types.SimpleNamespace(event_ids_to_events=events), fns={21: fn})
     door = gate.JoinGate(None, demo)
     body = json.dumps({"fn_index": 21, "data": [], "session_hash": "s"}).encode()

@@ -13,9 +13,15 @@ slot, when
 * the visitor already has `visitor_events` events in Gradio's queue, waiting or running,
   all events together: HTTP 429;
 * the join itself is malformed: a session hash over SESSION_HASH_CHARS (400), an event
-  index the app does not have (404), or a wrong number of arguments (422, naming the
-  endpoint's signature; the public endpoints take exactly theirs, the UI's own events at
-  least theirs, as Gradio does).
+  index the app does not have, or one that runs in the browser only (404), or a wrong
+  number of arguments (422, naming the endpoint's signature; the public endpoints take
+  exactly theirs, the UI's own events at least theirs, as Gradio does).
+
+The direct calls the page makes for its unqueued events (`/gradio_api/run/predict` with an
+event index, `/gradio_api/run/<name>`) are checked the same way for being malformed, but
+not counted: they take no queue slot, and the page sends one on every settings change.
+Gradio would answer each malformed one with a traceback in the log; the UI's events check
+the values themselves (components.views.private).
 
 It also refuses every upload (the app has no file input, so nothing is ever written to
 Gradio's cache) and over-long session hashes on the event stream and heartbeat routes.
@@ -123,6 +129,10 @@ class JoinGate:
                     self.joining[visitor] -= 1
                     if not self.joining[visitor]:
                         del self.joining[visitor]
+            if method == "POST" and _is_direct_call(route):
+                body = await _read_body(receive)
+                self._check_call(route, body)
+                return await self.app(scope, _replay(body, receive), send)
         except Refusal as refusal:
             self._log(visitor, route, refusal)
             if refusal.status == 429 and self.held.get(visitor, 0) < HELD:
@@ -144,6 +154,15 @@ class JoinGate:
             raise Refusal(429, f"too many requests from your address: at most {fair.join_burst} at once and "
                                f"{fair.joins_per_minute} a minute (SPECTR_GBV_VISITOR_JOINS_PER_MINUTE): "
                                f"try again in {math.ceil(wait)} s", retry_after=wait, reason="rate")
+        self._check_call(route, body)
+        mine = self.joining.get(visitor, 0) + self._queued(visitor)
+        if mine >= fair.visitor_events:
+            raise Refusal(429, f"you already have {mine} requests waiting or running (at most {fair.visitor_events} "
+                               "per visitor, SPECTR_GBV_VISITOR_EVENTS): wait for one to finish",
+                          retry_after=2, reason="events")
+
+    def _check_call(self, route: str, body: bytes) -> None:
+        """Refusal unless the body names an event of the app (one with a Python function) and its arguments."""
         try:
             payload = json.loads(body or b"null")
         except (ValueError, UnicodeDecodeError):
@@ -151,21 +170,19 @@ class JoinGate:
                                "(see the API page for each endpoint's arguments)", reason="junk") from None
         if not isinstance(payload, dict):
             raise Refusal(400, "the request's body must be a JSON object such as {\"data\": [...]}", reason="junk")
-        if route == "queue/join":
+        if route == "queue/join" or _is_direct_call(route):
             _check_session_hash(payload.get("session_hash"))
         fn = self._event(route, payload)
+        if fn is not None and fn.fn is None and not fn.cancels:
+            raise Refusal(404, "this event runs in the browser only: the server has nothing to call",
+                          reason="no such event")
         if fn is not None and not route.startswith("call/v2/"):  # /call/v2 takes named arguments: Gradio maps them
             _check_arguments(fn, payload.get("data"), route)
-        mine = self.joining.get(visitor, 0) + self._queued(visitor)
-        if mine >= fair.visitor_events:
-            raise Refusal(429, f"you already have {mine} requests waiting or running (at most {fair.visitor_events} "
-                               "per visitor, SPECTR_GBV_VISITOR_EVENTS): wait for one to finish",
-                          retry_after=2, reason="events")
 
     def _event(self, route: str, payload: dict):
-        """The event a join names (None where Gradio should answer itself); Refusal for one the app lacks."""
+        """The event a join or call names (None where Gradio should answer itself); Refusal for one the app lacks."""
         fns = self.demo.fns
-        if route == "queue/join":
+        if route == "queue/join" or (_is_direct_call(route) and payload.get("fn_index") is not None):
             index = payload.get("fn_index")
             if index is None:
                 return None  # Gradio's own "No function index provided."
@@ -206,6 +223,11 @@ def _is_join(route: str) -> bool:
     return route == "queue/join" or (route.startswith("call/") and route.count("/") == (2 if "/v2/" in route else 1))
 
 
+def _is_direct_call(route: str) -> bool:
+    """Gradio's unqueued calls: /run/<name> (the page's: /run/predict with an event index), and /api/<name>."""
+    return route.split("/")[0] in ("run", "api") and route.count("/") == 1
+
+
 def _check_session_hash(session_hash) -> None:
     if isinstance(session_hash, str) and len(session_hash) > SESSION_HASH_CHARS:
         raise Refusal(400, f"the session hash is {len(session_hash)} characters long; at most {SESSION_HASH_CHARS}",
@@ -228,7 +250,9 @@ def _check_arguments(fn, data, route: str) -> None:
     public = fn.api_name in PUBLIC and fn.api_visibility != "private"
     if not isinstance(data, list):
         raise Refusal(422, f"'data' must be a list of the arguments of {signature(fn)}", reason="arguments")
-    taken = {len(fn.inputs), sum(not getattr(block, "skip_api", False) for block in fn.inputs)}
+    taken = {len(fn.inputs)}
+    if route.startswith("call/"):  # there (only) Gradio fills in the inputs the API skips, such as a gr.State
+        taken.add(sum(not getattr(block, "skip_api", False) for block in fn.inputs))
     if len(data) in taken or (not public and len(data) > max(taken)):
         return
     count = max(taken) if public else len(fn.inputs)

@@ -157,7 +157,8 @@ class Budget:
 
     def __init__(self, limits: Limits | None = None):
         self.limits = limits = limits or LIMITS
-        self.deadline = time.monotonic() + limits.seconds
+        self.started = time.monotonic()
+        self.deadline = self.started + limits.seconds
         self.gpu_seconds = None  # set when the GPU time asked for ends first
         if (gpu := _GPU_CALL.get()) is not None and gpu[0] < self.deadline:
             self.deadline, self.gpu_seconds = gpu

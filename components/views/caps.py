@@ -14,12 +14,13 @@ import gradio as gr
 from spectr_gbv.pairs import PAIRS, TOY_KEY, TWO_TOKEN_KEY
 
 from ..serving import limits as limits_module
-from . import cost
+from . import cost, private
 from .runs import ignored_settings
-from .settings import MAX_DRAFT_LENGTH
+from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, check_method, check_methods, check_pair_key, number
 
 MAX_SWEEP_VALUES = 8
 FIDELITY_MIN_RUNS = 10
+FIDELITY_MAX_TOKENS = 3  # Fidelity compares the law of at most this many first tokens
 
 
 def _limits(limits):
@@ -80,25 +81,42 @@ def fidelity_runs_info(most: int) -> str:
     return f"at most {most} for this pair and these settings"
 
 
+def cap_draft_length(num_drafts, method, draft_length):
+    """L's slider for this K: its maximum, its value within it, and its note."""
+    k, method = number("K (drafts)", num_drafts, 1, MAX_DRAFTS), check_method(method)
+    cap = max_draft_length(k)
+    length = number("L (draft length)", draft_length, 1, MAX_DRAFT_LENGTH)
+    return gr.update(maximum=cap, value=min(length, cap), info=draft_length_info(k, method))
+
+
+def note_ignored_drafts(method):
+    """K's slider note for this method."""
+    # "" rather than None: an update's None leaves the old note ("ignored by SD") in place
+    return gr.update(info=ignored_info(check_method(method), "K") or "")
+
+
+def cap_fidelity_runs(pair_key, method, draft_length, num_tokens, num_runs, num_drafts):
+    """Fidelity's N slider for this pair and these settings: its maximum, its value within it, and its note."""
+    most = max_fidelity_runs(check_pair_key(pair_key), check_method(method),
+                             number("L (draft length)", draft_length, 1, MAX_DRAFT_LENGTH),
+                             number("tokens per run", num_tokens, 1, FIDELITY_MAX_TOKENS),
+                             num_drafts=number("K (drafts)", num_drafts, 1, MAX_DRAFTS))
+    runs = most if num_runs is None else number("number of runs N", num_runs, 0, 10**9)
+    return gr.update(maximum=most, value=min(runs or most, most), info=fidelity_runs_info(most))
+
+
+def label_sweep_values(methods):
+    """Sweep's values box: its label says how many values these methods allow."""
+    return gr.update(label=sweep_values_label(len(check_methods(methods, at_least_one=False)) or 1))
+
+
 def cap_controls(pair, method, num_drafts, draft_length, methods, values, num_runs, num_tokens) -> None:
     """Cap the controls where the server would refuse (components.caps), as the other settings change."""
-
-    def cap_draft_length(k, m, length):
-        cap = max_draft_length(k)
-        return gr.update(maximum=cap, value=min(int(length or 1), cap), info=draft_length_info(k, m))
-
-    def cap_runs(pair_key, m, length, tokens, n, k):
-        most = max_fidelity_runs(pair_key, m, length, tokens, num_drafts=k)
-        return gr.update(maximum=most, value=min(int(n or most), most), info=fidelity_runs_info(most))
-
+    hidden = dict(queue=False, show_progress="hidden")
     for control in (num_drafts, method):
-        control.change(cap_draft_length, [num_drafts, method, draft_length], draft_length, queue=False,
-                       show_progress="hidden", api_visibility="private")
-    # "" rather than None: an update's None leaves the old note ("ignored by SD") in place
-    method.change(lambda m: gr.update(info=ignored_info(m, "K") or ""), method, num_drafts, queue=False,
-                  show_progress="hidden", api_visibility="private")
+        private.on(control.change, cap_draft_length, [num_drafts, method, draft_length], draft_length, **hidden)
+    private.on(method.change, note_ignored_drafts, method, num_drafts, **hidden)
     for control in (pair, method, num_drafts, draft_length, num_tokens):
-        control.change(cap_runs, [pair, method, draft_length, num_tokens, num_runs, num_drafts], num_runs, queue=False,
-                       show_progress="hidden", api_visibility="private")
-    methods.change(lambda chosen: gr.update(label=sweep_values_label(len(chosen or []) or 1)), methods, values,
-                   queue=False, show_progress="hidden", api_visibility="private")
+        private.on(control.change, cap_fidelity_runs, [pair, method, draft_length, num_tokens, num_runs, num_drafts],
+                   num_runs, **hidden)
+    private.on(methods.change, label_sweep_values, methods, values, **hidden)

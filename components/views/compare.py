@@ -10,15 +10,15 @@ import gradio as gr
 from spectr_gbv import METHODS
 
 from ..serving import gpu, visitors
-from ..serving.limits import Budget
+from .budget_stops import Ticker
 from .compare_view import CompareView
 from .errors import translate_error, user_errors
-from . import cost
+from . import cost, private
 from .chart_layout import MIN_WIDTH
-from .inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare, ticker
+from .inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
 from .run_events import run_events
 from .runs import MAX_REPEATS
-from .settings import check_flag, check_methods, number, settings
+from .settings import check_flag, check_methods, check_pair_key, number, settings
 from .words import how_to_read
 
 
@@ -46,18 +46,17 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     (`runs.speedup_of`). Streams the outputs after each piece. `repeats` runs every method (and
     the coupled run) with seeds seed, seed + 1, ...: the charts show their mean and 95 % band,
     the speedup their median and range. When the budget stops the request, what finished
-    stays, and the header says what was stopped."""
+    stays, and the header says what was stopped (before any method finished: the tokens of the
+    run in progress, and what would fit)."""
     pair, prompt_ids = prepare(pair_key, prompt, progress)
     methods, coupled = run_order(check_methods(methods)), check_flag("coupled", coupled)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
     repeats = number("repeats", repeats, 1, MAX_REPEATS)
     timed = not pair.words  # the teaching pairs are lookup tables: their timings mean nothing
-    ar_runs, drafted_runs = cost.compare_ar_runs(pair.info.key, len(methods)), (len(methods) + coupled) * repeats
-    check_runs_fit(pair, [(ar_runs, 0), (drafted_runs, base.draft_length)], base.max_new_tokens,
-                   f"{ar_runs + drafted_runs} runs of {base.max_new_tokens} tokens")
-    tick = ticker(Budget())
     seeds = [base.seed + r for r in range(repeats)]
     view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed)
+    check_runs_fit(pair, view.plan(), base.max_new_tokens, f"{view.planned()} runs of {base.max_new_tokens} tokens")
+    tick = Ticker()
     estimate = cost.about(cost.compare_seconds(pair.info.key, len(methods), base.num_drafts, base.draft_length,
                                                base.max_new_tokens, repeats, coupled))
     yield from view.run(tick, progress, estimate, coupled_leader(methods))
@@ -68,6 +67,11 @@ def default_repeats(pair_key, num_methods: int | None = None) -> int:
     defaults (components.views.cost), so the first click finishes and its speedups are medians."""
     count = len(default_compare()) if num_methods is None else num_methods
     return cost.compare_repeats(pair_key, max(count, 1), *DEFAULT_SETTINGS, coupled=True)
+
+
+def repeats_for_pair(pair_key, methods) -> int:
+    """The repeats box when the pair changes (the page's pair and ticked methods, checked: the event takes them raw)."""
+    return default_repeats(check_pair_key(pair_key), len(check_methods(methods, at_least_one=False)))
 
 
 def build(page) -> None:
@@ -101,8 +105,7 @@ def build(page) -> None:
 def wire_events(page) -> None:
     tab = page.views["compare"]
     s = page.sidebar
-    s.pair.change(lambda key, chosen: default_repeats(key, len(chosen or [])), [s.pair, s.methods], tab["repeats"],
-                  queue=False, show_progress="hidden", api_visibility="private")
+    private.on(s.pair.change, repeats_for_pair, [s.pair, s.methods], tab["repeats"], queue=False, show_progress="hidden")
     charts = ("efficiency", "histogram", "per_position", "calls", "speedup", "theory", "data")
     run_events(tab["button"].click, tab["button"], compare,
                [s.pair, page.prompt, s.methods, *page.settings_inputs, tab["coupled"], tab["repeats"]],

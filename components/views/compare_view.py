@@ -2,7 +2,9 @@
 
 The texts, metric lines and speedups come from independent runs (the first seed's); the
 charts from the coupled runs when there are any (all seeds, or the seeds whose coupled run
-finished before a budget stop), else from the independent runs; the outputs say which.
+finished before a budget stop), else from the independent runs; the outputs say which. A
+budget stop before any method finished shows the tokens of the run in progress instead, and
+says what would fit (components.views.budget_stops).
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ from dataclasses import dataclass
 
 from spectr_gbv import AUTOREGRESSIVE, METHODS
 from spectr_gbv.ceiling import run_ceiling
+from spectr_gbv.config import DecodeConfig
 from spectr_gbv.coupled import CoupledRun, coupled_steps
-from spectr_gbv.engine import generate_config
+from spectr_gbv.engine import generate_config, run_record
 from spectr_gbv.models.cpu_kernel import server_note
 from spectr_gbv.records import RunRecord
 
 from ..serving.limits import BudgetSpent
-from . import figures
+from . import cost, figures
+from .budget_stops import budget_stop, counted, what_fits
 from .outputs import NamedOutputs, skip
 from .band_figures import efficiency_band_figure
 from .speedup_figure import speedup_figure
@@ -49,6 +53,8 @@ class CompareView:
         self.runs: dict[str, list[RunRecord]] = {}  # per method, one run per seed
         self.coupled_runs: list[CoupledRun] = []  # one per seed
         self.stop: Stop | None = None
+        self.running: tuple[str, DecodeConfig] | None = None  # (what, its settings) of the run in progress
+        self.partial: tuple[str, RunRecord] | None = None  # a budget stop before any method finished: that run so far
 
     def run(self, tick, progress, estimate: str, leader: str):
         """Every run, in Compare's order, yielding the outputs after each piece of work (components.views.compare).
@@ -60,8 +66,8 @@ class CompareView:
 
         def ar(desc: str) -> None:
             progress(next(step) / steps, desc=f"{desc} (all runs: {estimate})")
-            self.ar.append(generate_config(pair.target, None, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False),
-                                           tick))
+            self.running = ("the AR baseline", base.config(AUTOREGRESSIVE, with_theory=False))
+            self.ar.append(generate_config(pair.target, None, prompt_ids, self.running[1], tick))
 
         try:
             ar("AR baseline")
@@ -69,6 +75,7 @@ class CompareView:
                 for one_seed in self.seeds:
                     progress(next(step) / steps, desc=f"{METHODS[method].label}, seed {one_seed}")
                     config = dataclasses.replace(base.config(method), seed=one_seed)
+                    self.running = (f"{METHODS[method].label}, seed {one_seed}", config)
                     self.runs.setdefault(method, []).append(generate_config(pair.target, pair.draft, prompt_ids, config,
                                                                             tick))
                 if self.timed:  # AR after every method: each speedup is against the AR runs around it
@@ -84,14 +91,27 @@ class CompareView:
                         self.coupled_runs.append(run)
                     yield self.outputs()
         except BudgetSpent as error:
-            if not self.runs:
-                raise
-            self.stop = Stop(self.finished(), self.planned(), "runs", str(error))
+            note = "" if any(self.runs.values()) else self.nothing_finished(tick)  # runs[m] is made before its run
+            self.stop = budget_stop("compare", self.finished(), self.planned(), "runs", error, note)
         yield self.outputs(final=True)
 
+    def nothing_finished(self, tick) -> str:
+        """Keep the run in progress (`self.partial`); the note: what would fit, and how far that run got."""
+        label, config = self.running
+        self.partial = (label, run_record(config, self.prompt_ids, tick.current, self.pair.target.eos_token_id))
+        return what_fits(tick, "no method", "token per run",
+                         lambda n: cost.expected_steps(self.plan(), n, self.pair.info.key),
+                         self.base.max_new_tokens - 1, so_far=tick.in_progress(label, self.base.max_new_tokens),
+                         otherwise=": fewer methods or repeats")
+
+    def plan(self) -> list[tuple[int, int]]:
+        """The runs a Compare makes, as (how many, L; 0 for AR): AR first (and after every method when timed),
+        every method and the coupled run once per seed."""
+        ar_runs = 1 + (len(self.methods) if self.timed else 0)
+        return [(ar_runs, 0), ((len(self.methods) + self.coupled) * len(self.seeds), self.base.draft_length)]
+
     def planned(self) -> int:
-        ar_runs = 1 + (len(self.methods) if self.timed else 0)  # AR first, and after every method when timed
-        return ar_runs + len(self.methods) * len(self.seeds) + self.coupled * len(self.seeds)
+        return sum(count for count, _ in self.plan())
 
     def finished(self) -> int:
         return len(self.ar) + sum(map(len, self.runs.values())) + len(self.coupled_runs)
@@ -157,6 +177,22 @@ class CompareView:
             sources += f" Speedups on {html.escape(note)}."
         return header_html(line) + f'<div class="compare-sources">{sources}</div>'
 
+    def partial_summary(self) -> dict | None:
+        """The run in progress a budget stopped before any method finished: its summary and text."""
+        if self.partial is None:
+            return None
+        label, record = self.partial
+        return record.summary() | {"run": label, "text": self.pair.text(record.tokens)}
+
+    def partial_html(self) -> str:
+        """The tokens of the run a budget stopped before any method finished (nothing else to show)."""
+        if self.partial is None:
+            return ""
+        label, record = self.partial
+        tokens = provenance_html(record, self.pair.token_text, legend=False)
+        return (f'<div class="compare-partial"><h4>{html.escape(label)}: the run in progress, stopped after '
+                f'{counted(len(record.tokens), "token")}</h4>{tokens}</div>')
+
     def outputs(self, final: bool = False) -> "Compared":
         """Compare's eight outputs: side by side texts, six charts, the data."""
         pair, done, coupled = self.pair, self.done(), bool(self.coupled_runs)
@@ -184,10 +220,12 @@ class CompareView:
             "leader": self.coupled_runs[0].config.method if coupled else None,
             "block_efficiency_over_seeds": points,
             "ceiling_expected_accepted": ceiling,  # best any exact rule can do (teaching pairs only)
+            "partial_run": self.partial_summary(),
         }
         texts = {m: provenance_html(first[m], pair.token_text, legend=False) for m in done}
         return Compared(
-            self.header(done, final) + side_by_side_html(texts, {m: metrics_line(first[m]) for m in done}),
+            self.header(done, final) + self.partial_html()
+            + side_by_side_html(texts, {m: metrics_line(first[m]) for m in done}),
             efficiency_band_figure(points, coupled=coupled, ceiling=ceiling),
             titled(figures.histogram_figure(shown), coupled),
             titled(figures.per_position_figure(shown), coupled),

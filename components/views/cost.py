@@ -109,6 +109,12 @@ def expected_iterations(pair_key, method: str, draft_length: int, tokens: int) -
     return iteration_law(int(tokens), pair_cost(pair_key).alpha, length)[0]
 
 
+def expected_steps(runs: list[tuple[int, int]], tokens: int, pair_key) -> float:
+    """The expected decoding iterations of `runs` ((how many, L; 0 for AR) runs of `tokens` tokens)."""
+    alpha = pair_cost(pair_key).alpha
+    return sum(count * iteration_law(int(tokens), alpha, int(length))[0] for count, length in runs)
+
+
 def fits_iterations(runs: list[tuple[int, int]], tokens: int, pair_key, available: int) -> bool:
     """Whether `runs` ((how many, L; 0 for AR) runs of `tokens` tokens) fit `available` iterations (mean + SIGMAS sd)."""
     alpha = pair_cost(pair_key).alpha
@@ -251,7 +257,12 @@ def fidelity_runs(pair_key, method: str, num_drafts: int, draft_length: int, tok
                 and fits_seconds(fidelity_seconds(pair_key, method, num_drafts, draft_length, n, tokens), fraction,
                                  limits))
 
-    low, high = 0, int(most)  # fits(low) holds (nothing to run), and the answer is the largest n that fits
+    return largest_fitting(fits, most)
+
+
+def largest_fitting(fits, most: int) -> int:
+    """The largest n in [0, most] with fits(n), for a `fits` that holds up to some n and not after (0: none)."""
+    low, high = 0, int(most)  # fits(0) is taken to hold (nothing to run)
     while low < high:
         mid = (low + high + 1) // 2
         low, high = (mid, high) if fits(mid) else (low, mid - 1)

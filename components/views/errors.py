@@ -23,18 +23,21 @@ LOG = logging.getLogger("spectr_gbv.app")
 
 
 def user_errors(fn):
-    """Decorator: faults in `fn` (a function or a generator) become the user's message."""
+    """Decorator: faults in `fn` (a function, a generator or a functools.partial of one) become the user's message."""
+    name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "request")
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def generator_wrapper(*args, **kwargs):
-            with _as_user_error(fn.__name__):
+            with _as_user_error(name):
                 yield from fn(*args, **kwargs)
+        generator_wrapper.__name__ = name  # a partial has none: Gradio names the event after it
         return generator_wrapper
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        with _as_user_error(fn.__name__):
+        with _as_user_error(name):
             return fn(*args, **kwargs)
+    wrapper.__name__ = name
     return wrapper
 
 

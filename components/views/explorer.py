@@ -11,17 +11,19 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from . import private
 from .errors import user_error, user_errors
 from .explorer_js import GRID_JS
 from .figures import distribution_figure
 from .grid import draft_grid_html
-from .outputs import NamedOutputs, skip, wire
+from .outputs import NamedOutputs, skip
 from .run_state import RunState
-from .settings import number
+from .settings import number, shown as shown_value
 from .words import how_to_read, shown_expected, shown_h
 
 PLAY_SECONDS = 1.5  # one iteration per tick: time to read the grid's caption
 EMPTY = "<i>Generate something first: every iteration of the last run appears here.</i>"
+MAX_ITERATION = 10**9  # a larger iteration number is refused; one past the run's last is clamped to it
 
 
 @dataclass
@@ -94,48 +96,65 @@ def start(state: RunState | None) -> Stepped:
     return Stepped(slider, *shown(state, 1))
 
 
+def iteration_number(value) -> int:
+    """The slider's iteration (1-based) as the browser sends it (a number; the events skip Gradio's preprocessing)."""
+    return 1 if value is None else number("the iteration", value, 1, MAX_ITERATION)
+
+
 def show_iteration(state, index) -> Shown:
-    return shown(state, index)
+    return shown(state, iteration_number(index))
+
+
+def _clicked(event: gr.EventData) -> tuple[object, object]:
+    """(index, value) of a click on the Generate output: OUTPUT_JS sends {index, value}; anyone else anything."""
+    data = getattr(event, "_data", None)  # what the client sent (gr.EventData keeps it as _data)
+    if not isinstance(data, dict):
+        raise ValueError(f"a click on the output sends the iteration and the output's text, got {shown_value(data)}")
+    return data.get("index"), data.get("value")
 
 
 @user_errors
-def open_iteration(state, event: gr.SelectData) -> Opened:
+def open_iteration(state, event: gr.EventData) -> Opened:
     """A click on a token of the Generate output: its iteration, in the explorer tab."""
+    index, value = _clicked(event)
     record, texts = (state.record, state.texts) if state else (None, {})
-    if record is None or (isinstance(event.value, str) and event.value != "".join(texts[t] for t in record.tokens)):
+    if record is None or (isinstance(value, str) and value != "".join(texts[t] for t in record.tokens)):
         # a run is stored when it ends: this output is still streaming, or an example's
         raise user_error("this output is not a finished Generate run yet: the explorer opens the iterations of the "
                          "last Generate run once it has finished (examples are not stored)")
-    index = min(number("the iteration", event.index or 1, 1, 10**9), len(record.iterations))
+    index = min(iteration_number(index or 1), len(record.iterations))
     return Opened(gr.Tabs(selected="explorer"), gr.update(value=index), *shown(state, index))
 
 
 def toggle_play(state, index, playing) -> Toggled:
     """Play / pause the autoplay through the iterations; Play at the last iteration starts over."""
+    index = iteration_number(index)
     playing = bool(playing) and bool(state)
     if playing or not state:
         return Toggled(False, gr.Timer(active=False), gr.Button(value="▶ Play"), gr.update())
     n = len(state.record.iterations)
-    first = gr.update(value=1) if int(index or 1) >= n else gr.update()
+    first = gr.update(value=1) if index >= n else gr.update()
     return Toggled(True, gr.Timer(active=True), gr.Button(value="⏸ Pause"), first)
 
 
 def play_tick(state, index) -> Played:
     """The next iteration; the timer stops itself after the last one."""
+    index = iteration_number(index)
     if not state:
         return Played(gr.update(), False, gr.Timer(active=False), gr.Button(value="▶ Play"), *shown(state, 1))
     n = len(state.record.iterations)
-    index = min(int(index or 1) + 1, n)
+    index = min(index + 1, n)
     running = index < n
     return Played(gr.update(value=index), running, gr.Timer(active=running),
                   gr.Button(value="⏸ Pause" if running else "▶ Play"), *shown(state, index))
 
 
 def step_iteration(state, index, delta) -> Stepped:
+    index = iteration_number(index)
     if not state:
         return Stepped(gr.update(), *shown(state, 1))
     n = len(state.record.iterations)
-    index = min(max(int(index or 1) + delta, 1), n)
+    index = min(max(index + delta, 1), n)
     return Stepped(gr.update(value=index), *shown(state, index))
 
 
@@ -186,13 +205,11 @@ def wire_events(page) -> None:
     played = {"iteration": tab.iteration, "playing": tab.playing, "timer": tab.timer, "play_button": tab.play_button,
               **panels}
     # change, not release: typing a number, the arrow keys and a programmatic step all redraw the grid.
-    wire(tab.iteration.change, show_iteration, [state, tab.iteration], panels, api_visibility="private",
-         trigger_mode="always_last")
-    wire(page.views["generate"].output.select, open_iteration, [state],
-         {"tabs": page.tabs, "iteration": tab.iteration, **panels}, api_visibility="private")
+    private.on(tab.iteration.change, show_iteration, [state, tab.iteration], panels, trigger_mode="always_last")
+    private.on(page.views["generate"].output.select, open_iteration, [state],
+               {"tabs": page.tabs, "iteration": tab.iteration, **panels})
     toggled = {"playing": tab.playing, "timer": tab.timer, "play_button": tab.play_button, "iteration": tab.iteration}
-    wire(tab.play_button.click, toggle_play, [state, tab.iteration, tab.playing], toggled, api_visibility="private")
-    wire(tab.timer.tick, play_tick, [state, tab.iteration], played, api_visibility="private")
+    private.on(tab.play_button.click, toggle_play, [state, tab.iteration, tab.playing], toggled)
+    private.on(tab.timer.tick, play_tick, [state, tab.iteration], played)
     for button, delta in ((tab.previous_button, -1), (tab.next_button, 1)):
-        wire(button.click, functools.partial(step_iteration, delta=delta), [state, tab.iteration], stepped,
-             api_visibility="private")
+        private.on(button.click, functools.partial(step_iteration, delta=delta), [state, tab.iteration], stepped)

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import gradio as gr
 
+from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.fidelity import fidelity_result, fidelity_sample
 
 from ..serving import gpu, visitors
 from ..serving import limits
-from ..serving.limits import Budget, BudgetSpent
+from ..serving.limits import BudgetSpent
 from . import caps, cost, figures
+from .budget_stops import Ticker, budget_stop, what_fits
 from .errors import translate_error, user_errors
-from .inputs import DEFAULT_METHOD, draft_for, prepare, ticker
+from .inputs import DEFAULT_METHOD, draft_for, prepare
 from .outputs import NamedOutputs, skip
 from .run_events import run_events
-from .runs import Stop, header_line
+from .runs import header_line
 from .text import visible_token
 from .settings import check_method, number, settings
 from .words import how_to_read
@@ -39,16 +42,17 @@ class Checked(NamedOutputs):
 def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens,
                  progress=gr.Progress()):
     """N runs, compared with the exact law after every chunk of runs (streamed); when the budget stops
-    it, the comparison over the runs that finished stays, with the header saying so."""
+    it, the comparison over the runs that finished stays, with the header saying so (before the
+    first comparison: the runs so far, not compared, and what would fit)."""
     pair, prompt_ids = prepare(pair_key, prompt, progress)
     method = check_method(method)
     base = settings(num_drafts, draft_length, temperature, 1, 0)
     most = limits.LIMITS.fidelity_runs if pair.words else limits.LIMITS.fidelity_runs_llm
     variable = "SPECTR_GBV_MAX_FIDELITY_RUNS" + ("" if pair.words else "_LLM")
     runs = number(f"number of runs N (this server's limit for this pair: {variable})", num_runs, 10, most)
-    tokens = number("tokens per run", num_tokens, 1, 3)
+    tokens = number("tokens per run", num_tokens, 1, caps.FIDELITY_MAX_TOKENS)
     check_fidelity_fits(pair.info.key, method, base, runs, tokens)
-    budget = ticker(Budget())  # both phases: the runs, then the exact law's scoring calls
+    tick = Ticker()  # both phases: the runs, then the exact law's scoring calls
     config = base.config(method, with_theory=False)
     heading = functools.partial(header_line, pair.info.key, [method], base.num_drafts, base.draft_length,
                                 base.temperature, None, [f"N = {runs} runs (seeds 0 to {runs - 1})", f"first {tokens} token(s)"])
@@ -58,17 +62,44 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
         while len(samples) < runs:
             for run_seed in range(len(samples), min(runs, len(samples) + chunk)):
                 samples.append(fidelity_sample(pair.target, draft_for(pair, method), prompt_ids, config, run_seed, tokens,
-                                               budget))
+                                               tick))
             progress(len(samples) / runs, desc=f"{len(samples)} / {runs} runs, then the exact law")
-            result = fidelity_result(pair.target, prompt_ids, config, samples, tokens, on_scoring=budget,
+            result = fidelity_result(pair.target, prompt_ids, config, samples, tokens, on_scoring=tick,
                                      conditionals=scored)
             if len(samples) < runs:
                 yield Checked(heading() + f"running: {len(samples)} of {runs} runs compared", *_outputs(pair, result, None))
     except BudgetSpent as error:
-        if result is None:
-            raise
-        stop = Stop(result.num_runs, runs, "runs", str(error))
+        if result is None:  # nothing compared yet: the runs so far, and what would fit
+            stop = budget_stop("fidelity", 0, runs, "runs compared", error, _nothing_compared(
+                tick, pair.info.key, method, base.draft_length, runs, tokens, len(samples)))
+            yield Checked(heading(stop=stop), None, _samples_data(pair, method, samples, tokens, stop))
+            return
+        stop = budget_stop("fidelity", result.num_runs, runs, "runs", error)
     yield Checked(heading(stop=stop), *_outputs(pair, result, stop))
+
+
+def _nothing_compared(tick, pair_key, method, draft_length, runs: int, tokens: int, done: int) -> str:
+    """What would fit: N runs' expected iterations and the exact law's scoring calls (cost.scoring_bound)."""
+    length = 0 if method == AUTOREGRESSIVE else draft_length
+
+    def steps(n: int) -> float:
+        return cost.expected_steps([(n, length)], tokens, pair_key) + cost.scoring_bound(pair_key, n, tokens)
+
+    return what_fits(tick, "no comparison with the exact law", "run", steps, runs - 1, least=caps.FIDELITY_MIN_RUNS,
+                     so_far=f"{done} of {runs} runs had finished", otherwise=": fewer tokens compared, or a teaching pair")
+
+
+def _samples_data(pair, method: str, samples: list, tokens: int, stop) -> dict:
+    """The runs a budget stopped before their first comparison: their outcomes counted, no exact law."""
+    counts = Counter(samples).most_common()
+    return {"method": method, "runs": len(samples), "tokens": tokens, "pair": pair.info.key, "compared": False,
+            "stopped": stop.text(), "outcomes": [
+                {"tokens": _outcome_text(pair, outcome), "count": count, "empirical": count / len(samples)}
+                for outcome, count in counts]}
+
+
+def _outcome_text(pair, outcome) -> str:
+    return " ".join(visible_token(t) for t in pair.token_text(list(outcome)))
 
 
 def check_fidelity_fits(pair_key, method, base, runs: int, tokens: int) -> None:
@@ -85,8 +116,7 @@ def check_fidelity_fits(pair_key, method, base, runs: int, tokens: int) -> None:
 
 def _outputs(pair, result, stop) -> tuple:
     """(figure, data) of a fidelity result."""
-    outcome_text = [" ".join(visible_token(t) for t in pair.token_text(list(r.outcome)))
-                    for r in result.rows]
+    outcome_text = [_outcome_text(pair, r.outcome) for r in result.rows]
     data = result.summary() | {"pair": pair.info.key, "stopped": stop.text() if stop else None, "outcomes": [
         {"tokens": text, "count": r.count, "empirical": r.empirical, "exact": r.exact} for text, r in zip(outcome_text, result.rows)]}
     return figures.fidelity_figure(result, outcome_text), data
@@ -109,7 +139,8 @@ def build(page, default_pair: str) -> None:
             most_runs = caps.max_fidelity_runs(default_pair, DEFAULT_METHOD, 4, 3)
             num_runs = gr.Slider(caps.FIDELITY_MIN_RUNS, most_runs, value=default_runs(default_pair), step=1,
                                  label="Runs N", info=caps.fidelity_runs_info(most_runs), elem_id="fidelity-runs")
-            num_tokens = gr.Slider(1, 3, value=3, step=1, label="First tokens compared")
+            num_tokens = gr.Slider(1, caps.FIDELITY_MAX_TOKENS, value=caps.FIDELITY_MAX_TOKENS, step=1,
+                                   label="First tokens compared")
             button = gr.Button("Check fidelity", variant="primary", elem_id="fidelity-button")
         header = gr.Markdown(elem_id="fidelity-header")
         figure = gr.Plot(label="Empirical against exact law", elem_id="fidelity-figure",

@@ -14,15 +14,16 @@ from spectr_gbv.models.cpu_kernel import server_note
 
 from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
-from . import explorer
+from . import explorer, private
+from .budget_stops import budget_stop
 from .errors import translate_error, user_errors
 from .explorer_js import OUTPUT_JS
 from .inputs import EXAMPLES, draft_for, prepare
-from .outputs import NamedOutputs, skip, wire
+from .outputs import NamedOutputs, skip
 from .run_events import back_to_idle, run_events
 from .run_state import RunState
 from .runs import STOPS, Stop, header_line
-from .settings import check_method, settings
+from .settings import check_method, number, settings
 from .text import metrics_line, provenance_html
 from .words import how_to_read
 
@@ -89,16 +90,24 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
             if STOPS.take(session):
                 stop = Stop(produced, config.max_new_tokens, "tokens", "you pressed Stop")
                 break
-    except BudgetSpent as error:
-        if not iterations:
-            raise
-        stop = Stop(produced, config.max_new_tokens, "tokens", str(error))
+    except BudgetSpent as error:  # raised by the tick after an iteration: `it` has finished
+        if not iterations:  # the first iteration ran past the budget: it is what finished, so it is shown
+            iterations.append(it)
+            produced = len(it.emitted)
+            _add_display_strings(texts, it, pair.token_text)
+        stop = budget_stop("generate", produced, config.max_new_tokens, "tokens", error)
     record = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
     state = RunState(pair.info.key, record, texts, heading, config.max_new_tokens)
     summary = record.summary() | {"pair": state.pair, "text": pair.text(record.tokens),
                                   "stopped": stop.text() if stop else None, "server": server_note(pair.target)}
     yield Generated(provenance_html(record, pair.token_text), header_line(**heading, stop=stop) + metrics_line(record),
                     summary, state, *explorer.start(state))
+
+
+def load_example(index) -> tuple[dict, dict]:
+    """A click on an example: its pair and prompt into the sidebar (the dataset sends the example's index)."""
+    pair_key, prompt = EXAMPLES[number("the example", index, 0, len(EXAMPLES) - 1)]
+    return gr.update(value=pair_key), gr.update(value=prompt)
 
 
 def ask_to_stop(request: gr.Request = None):
@@ -121,7 +130,7 @@ class GenerateTab:
     output: gr.HTML
     metrics_line: gr.Markdown
     data: gr.JSON
-    examples: gr.Examples
+    examples: gr.Dataset
 
 
 def build(page) -> None:
@@ -137,8 +146,10 @@ def build(page) -> None:
         how_to_read("metrics")
         data = gr.JSON(label="Run data (block efficiency and acceptance are hardware-free; tokens/s is this server's)")
         # An example sets the pair and prompt, then runs Generate with the sidebar's settings (wire_events).
-        examples = gr.Examples(EXAMPLES, inputs=[page.sidebar.pair, page.prompt],
-                               label="Examples (run with the sidebar's settings)")
+        # A dataset and an event of our own, not gr.Examples: its event is callable over the API and
+        # preprocessed by Gradio, which answers junk with a traceback (components.views.private).
+        examples = gr.Dataset(components=[page.sidebar.pair, page.prompt], samples=EXAMPLES,
+                              label="Examples (run with the sidebar's settings)")
     page.views["generate"] = GenerateTab(button, stop_button, output, line, data, examples)
 
 
@@ -156,16 +167,18 @@ def wire_events(page) -> None:
     failed = dict(message="output", clear=("metrics_line", "data"))
     generating = run_events(tab.button.click, tab.button, generate_stream, inputs, outputs, **failed,
                             api_name="generate", concurrency_id="models", preprocess=False)
-    from_example = run_events(tab.examples.load_input_event.then, tab.button, generate_stream, inputs, outputs,
-                              **failed, concurrency_id="models", preprocess=False, api_visibility="private")
+    example = private.on(tab.examples.click, load_example, tab.examples, [s.pair, page.prompt], queue=False,
+                         show_progress="hidden")
+    from_example = run_events(example.then, tab.button, generate_stream, inputs, outputs, **failed,
+                              concurrency_id="models", preprocess=False, api_visibility="private")
     # Stop ends this session's streaming run only (the session stays usable), and the explorer
     # shows the iterations decoded so far. Here the run sees the request at its next iteration
     # and ends itself; a run in a ZeroGPU worker cannot, so there the event is cancelled and
     # the explorer filled from the last stored state.
     if gpu.ON_ZEROGPU:
         refilled = {"metrics_line": tab.metrics_line, "iteration": view.iteration, **view.panels()}
-        stopped = wire(tab.stop_button.click, fill_explorer_on_stop, [page.run_state], refilled,
-                       cancels=[generating, from_example], api_visibility="private")
+        stopped = private.on(tab.stop_button.click, fill_explorer_on_stop, [page.run_state], refilled,
+                             cancels=[generating, from_example])
         back_to_idle(stopped.then, tab.button)
     else:
-        tab.stop_button.click(ask_to_stop, None, None, queue=False, api_visibility="private")
+        private.on(tab.stop_button.click, ask_to_stop, None, None, queue=False)

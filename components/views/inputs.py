@@ -9,7 +9,7 @@ from spectr_gbv import AUTOREGRESSIVE, METHODS
 from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair
 
 from ..serving import limits
-from ..serving.limits import Budget, check_fits, check_prompt_tokens, fewest_iterations
+from ..serving.limits import check_fits, check_prompt_tokens, fewest_iterations
 from . import caps
 from .settings import check_pair_key, check_prompt
 
@@ -65,11 +65,6 @@ def prepare(pair_key, prompt, progress=None):
 
 def draft_for(pair, method):
     return None if method == AUTOREGRESSIVE else pair.draft
-
-
-def ticker(budget: Budget):
-    """An on-iteration callback that ticks `budget` (which raises BudgetSpent when it is spent)."""
-    return lambda _record: budget.tick()
 
 
 def check_runs_fit(pair, runs: list[tuple[int, int]], tokens: int, what: str, extra: int = 0) -> None:

@@ -6,6 +6,7 @@ sidebar's K and L sliders step aside for a note: one K and one L on screen, neve
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import gradio as gr
@@ -14,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from spectr_gbv import theory
 
+from . import private
 from .settings import MAX_DRAFTS, number
 
 LENGTHS = list(range(1, 17))
@@ -124,8 +126,8 @@ def build(page) -> None:
 def wire_events(page) -> None:
     view: PlaygroundTab = page.views["playground"]
     inputs = [view.alpha, view.num_drafts, view.draft_length, view.cost_ratio, view.drafting]
-    gr.on([c.change for c in inputs], update, inputs, [view.summary, view.plot], show_progress="hidden",
-          api_visibility="private", queue=False)
+    any_change = functools.partial(gr.on, [c.change for c in inputs])
+    private.on(any_change, update, inputs, [view.summary, view.plot], show_progress="hidden", queue=False)
     # A tab's select event also fires when a handler or a link selects it, so every way in swaps the sliders.
     s = page.sidebar
     for tab in page.tabs.children:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gradio as gr
 
+from . import private
+
 NARROW_PX = 1100
 
 
@@ -21,4 +23,4 @@ def sidebar_for_width(width) -> gr.Sidebar:
 def wire(demo: gr.Blocks, sidebar: gr.Sidebar) -> None:
     """When the page opens, its width travels in a hidden box and sets the sidebar."""
     width = gr.Number(visible=False)
-    demo.load(sidebar_for_width, width, sidebar, js="() => [window.innerWidth]", api_visibility="private", queue=False)
+    private.on(demo.load, sidebar_for_width, width, sidebar, js="() => [window.innerWidth]", queue=False)

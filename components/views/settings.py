@@ -58,14 +58,15 @@ def check_method(method, allow_ar: bool = True) -> str:
     return method
 
 
-def check_methods(methods) -> list[str]:
+def check_methods(methods, at_least_one: bool = True) -> list[str]:
+    """The ticked methods (Compare, Sweep); none ticked is refused, unless `at_least_one` is False (a label's count)."""
     if isinstance(methods, str):
         methods = [methods]
     if methods is not None and not isinstance(methods, (list, tuple)):
         raise ValueError(f"the methods must be a list of method names, got {type(methods).__name__} {shown(methods)}")
-    if not methods:
+    if not methods and at_least_one:
         raise ValueError("select at least one method to compare")
-    return [check_method(m, allow_ar=False) for m in dict.fromkeys(map(_hashable, methods))]
+    return [check_method(m, allow_ar=False) for m in dict.fromkeys(map(_hashable, methods or []))]
 
 
 def _hashable(value):

@@ -15,6 +15,7 @@ import gradio as gr
 from spectr_gbv.pairs import PAIRS
 
 from ..serving.limits import check_block
+from . import private
 from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_method, check_prompt, number, shown
 
 # Tab names as the page shows them -> the ids of app.build_demo's tabs (a link names the id).
@@ -133,7 +134,7 @@ def wire(demo: gr.Blocks, tabs: gr.Tabs, note: gr.Markdown, controls: dict, butt
         selected = gr.Tabs(selected=values["tab"]) if "tab" in values else gr.skip()
         return *updates, selected, gr.update(value=note_markdown(problems), visible=bool(problems))
 
-    demo.load(restore, None, [*(controls[k] for k in order), tabs, note], api_visibility="private", queue=False)
-    button.click(link_query, [*(controls[k] for k in order), tab_name], link, js=SELECTED_TAB_JS,
-                 api_visibility="private", queue=False).then(
-        None, link, link, js=COMPLETE_LINK_JS, api_visibility="private")
+    private.on(demo.load, restore, None, [*(controls[k] for k in order), tabs, note], queue=False)
+    # The link is completed in the browser only (no Python function: the gate refuses it over the API).
+    private.on(button.click, link_query, [*(controls[k] for k in order), tab_name], link, js=SELECTED_TAB_JS,
+               queue=False).then(None, link, link, js=COMPLETE_LINK_JS, api_visibility="private")

@@ -11,17 +11,19 @@ from spectr_gbv.sweep import AXES, iter_sweep
 
 from ..serving import gpu, visitors
 from ..serving import limits
-from ..serving.limits import Budget, BudgetSpent
-from . import caps, cost
+from ..serving.limits import BudgetSpent
+from . import caps, cost, private
 from .band_figures import sweep_band_figures
+from .budget_stops import Ticker, budget_stop, what_fits
 from .caps import MAX_SWEEP_VALUES
 from .chart_layout import MIN_WIDTH
 from .errors import translate_error, user_errors
-from .inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare, ticker
+from .inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
 from .outputs import NamedOutputs, skip
 from .run_events import run_events
-from .runs import MAX_REPEATS, Stop, header_line, sweep_point
-from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_choice, check_methods, number, settings, shown
+from .runs import MAX_REPEATS, header_line, method_name, sweep_point
+from .settings import (MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_choice, check_methods, check_pair_key,
+                       number, settings, shown)
 from .words import how_to_read
 
 
@@ -53,7 +55,8 @@ def parse_values(axis: str, text) -> list[float]:
 def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed,
               repeats=1, progress=gr.Progress()):
     """Every method at every swept value, `repeats` seeds per point; streamed point by point, and
-    when the budget stops it, the points that finished stay, with the header saying so.
+    when the budget stops it, the points that finished stay, with the header saying so (before the
+    first point finished: how far the run in progress got, and what would fit).
 
     With Repeats > 1 on a model pair, AR is timed just before and after every method's runs at
     every point, as in Compare, and a point's speedup is the median of its runs against them, with
@@ -73,28 +76,36 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
     lengths = swept if axis == "L" else [base.draft_length] * len(swept)
     interleave = not pair.words and repeats > 1  # AR around every method's runs (cost.sweep_interleaves_ar)
     ar_runs = cost.sweep_ar_runs(axis, swept, len(methods), interleave)
-    check_runs_fit(pair, [(ar_runs, 0)] + [(len(methods) * repeats, int(v)) for v in lengths],
-                   base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds and {ar_runs} AR runs, "
-                   f"{base.max_new_tokens} tokens each")
+    plan = [(ar_runs, 0)] + [(len(methods) * repeats, int(v)) for v in lengths]
+    check_runs_fit(pair, plan, base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds "
+                   f"and {ar_runs} AR runs, {base.max_new_tokens} tokens each")
     extra = [f"{repeats} seeds ({base.seed} to {base.seed + repeats - 1})" if repeats > 1 else "",
              f"{base.max_new_tokens} tokens"]
     heading = functools.partial(header_line, pair.info.key, methods, base.num_drafts, base.draft_length, base.temperature,
                                 base.seed, [e for e in extra if e], swept=axis)
-    points, total, stop = [], len(methods) * len(swept), None
+    points, total, stop, partial, tick = [], len(methods) * len(swept), None, None, Ticker()
     progress(0, desc=f"{axis} = {swept[0]:g}")
     try:
         for row in iter_sweep(pair.target, pair.draft, prompt_ids, methods, axis, swept, base.config(methods[0]),
-                              on_iteration=ticker(Budget()), repeats=repeats, interleave_ar=interleave):
+                              on_iteration=tick, repeats=repeats, interleave_ar=interleave):
             points.append(sweep_point(row))
             progress(len(points) / total, desc=f"{len(points)} / {total} points")
             if len(points) < total:
                 yield Swept(heading() + f"running: {len(points)} of {total} points done",
                             *sweep_band_figures(points, timed=not pair.words), _sweep_data(pair, axis, points, None))
     except BudgetSpent as error:
-        if not points:
-            raise
-        stop = Stop(len(points), total, "points", str(error))
-    yield Swept(heading(stop=stop), *sweep_band_figures(points, timed=not pair.words), _sweep_data(pair, axis, points, stop))
+        note = ""
+        if not points:  # the budget saw the first point's runs only: AR, then the first method's seeds
+            label = ("the AR baseline" if tick.runs <= 1
+                     else f"run {tick.runs} of the first point (AR timed around each method's runs)" if interleave
+                     else f"{method_name(methods[0])} at {axis} = {swept[0]:g}, seed {base.seed + tick.runs - 2}")
+            partial = tick.partial_run(label, pair.text)
+            note = what_fits(tick, "no point", "token per run", lambda n: cost.expected_steps(plan, n, pair.info.key),
+                             base.max_new_tokens - 1, so_far=tick.in_progress(label, base.max_new_tokens),
+                             otherwise=": fewer methods, values or seeds")
+        stop = budget_stop("sweep", len(points), total, "points", error, note)
+    yield Swept(heading(stop=stop), *sweep_band_figures(points, timed=not pair.words),
+                _sweep_data(pair, axis, points, stop) | {"partial_run": partial})
 
 
 def _sweep_data(pair, axis, points, stop) -> dict:
@@ -107,6 +118,12 @@ def default_values(pair_key, axis: str, num_methods: int) -> str:
     count = max(int(num_methods or 1), 1)
     values = cost.sweep_values(pair_key, count, axis, *DEFAULT_SETTINGS, most_values=caps.max_sweep_values(count))
     return ", ".join(f"{v:g}" for v in values)
+
+
+def values_for_axis(pair_key, axis, methods) -> str:
+    """The values box when the pair or axis changes (the page's values, checked: the event takes them raw)."""
+    return default_values(check_pair_key(pair_key), check_choice("the sweep axis", axis, AXES),
+                          len(check_methods(methods, at_least_one=False)))
 
 
 def build(page) -> None:
@@ -132,9 +149,8 @@ def build(page) -> None:
 def wire_events(page) -> None:
     tab, s = page.views["sweep"], page.sidebar
     for control in (s.pair, tab["axis"]):
-        control.change(lambda key, axis, chosen: default_values(key, axis, len(chosen or [])),
-                       [s.pair, tab["axis"], s.methods], tab["values"], queue=False, show_progress="hidden",
-                       api_visibility="private")
+        private.on(control.change, values_for_axis, [s.pair, tab["axis"], s.methods], tab["values"], queue=False,
+                   show_progress="hidden")
     run_events(tab["button"].click, tab["button"], run_sweep,
                [s.pair, page.prompt, s.methods, tab["axis"], tab["values"], *page.settings_inputs, tab["repeats"]],
                tab["outputs"], message="header", clear=("efficiency", "speed", "data"), api_name="sweep",

@@ -1,0 +1,137 @@
+"""Junk posted to the UI's own events gets words, and the server's log no traceback (issue 25).
+
+Every event the page wires for itself (api_visibility "private": the explorer's controls, the
+caps on the sidebar's sliders, the examples, the link, the playground, the lesson, the
+defaults that follow the pair, ...) can be posted to by its index: over
+/gradio_api/queue/join, and the unqueued ones also over /gradio_api/run/predict, as the page
+itself calls them (and by name: /gradio_api/run/<name>, /gradio_api/call/<name>). The app runs
+in a child process (tests/app_server.py) whose whole output is the log a Space shows. For every
+private event, each junk shape below (None, nested lists, a huge string, objects, numbers where
+text belongs, NaN, lone surrogates, too few and too many arguments; junk event data for the
+output's click) must get a refusal in words (the gate's 4xx, or the handler's message) or a
+harmless answer, and no line of the log may be a traceback.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from app_server import app_process
+from raw_api import call, join, run
+from test_api_bad_input import assert_clear
+
+PUBLIC = {"generate", "compare", "sweep", "fidelity"}
+JUNK = {  # each makes the arguments of an event taking n inputs
+    "None": lambda n: [None] * n,
+    "nested lists": lambda n: [[[1, [2, "x"]], []]] * n,
+    "a huge string": lambda n: ["x" * 100_000] + [None] * (n - 1),
+    "objects": lambda n: [{"value": 1, "__type__": "update"}] * n,
+    "numbers": lambda n: [12345.5] * n,
+    "NaN": lambda n: [float("nan")] * n,
+    "lone surrogates": lambda n: ["the \ud800 cat"] * n,
+    "too few": lambda n: [None] * (n - 1),
+    "too many": lambda n: ["toy"] * (n + 3),
+}
+EVENT_DATA = [None, 5, "x", [1], {"index": "x"}, {"index": [1], "value": {"a": 1}}]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """(url, log, the private events' configs); one visitor here sends hundreds of posts, so its join rate is opened."""
+    log = tmp_path_factory.mktemp("private-events") / "server.log"
+    wide = {"SPECTR_GBV_VISITOR_JOINS_PER_MINUTE": "60000", "SPECTR_GBV_VISITOR_JOIN_BURST": "1000"}
+    with app_process(log, env=wide) as url:
+        config = httpx.get(f"{url}config", timeout=30).json()
+        yield url, log, [d for d in config["dependencies"] if d.get("api_name") not in PUBLIC]
+
+
+def new_log_lines(log, since: int) -> str:
+    return log.read_text(errors="replace")[since:]
+
+
+def assert_clear_answer(event: dict, status: int, ok: bool, answer) -> None:
+    """A result, or words: the gate's refusal (4xx) or the handler's message; never a bare 'Error', nor nothing."""
+    where = f"event {event['id']} ({event.get('api_name')})"
+    if ok:
+        return
+    assert status in (200, 404, 413, 422, 500), (where, status, answer)  # 500: /run's status for a handler's message
+    try:
+        assert_clear(answer)
+    except AssertionError as error:
+        raise AssertionError(f"{where}, HTTP {status}: {error}") from None
+
+
+def test_every_event_but_the_api_is_private(server):
+    _, _, events = server
+    assert len(events) >= 40  # the lesson's 15, the explorer's 6, the caps' 9, the share, load and examples events...
+    assert {d.get("api_visibility") for d in events} == {"private"}
+    names = {d.get("api_name") for d in events}
+    assert {"show_iteration", "play_tick", "toggle_play", "open_iteration", "load_example", "link_query",
+            "cap_draft_length", "cap_fidelity_runs", "label_sweep_values"} <= names
+
+
+@pytest.mark.parametrize("shape", list(JUNK))
+def test_junk_by_event_number_gets_words_and_no_traceback(server, shape):
+    url, log, events = server
+    since = len(log.read_text(errors="replace"))
+    for event in events:
+        n = len(event["inputs"])
+        if shape == "too few" and n == 0:
+            continue
+        args = JUNK[shape](n)
+        routes = (join, run) if event.get("queue") is False else (join,)
+        for route in routes:
+            status, ok, answer = route(url, event["id"], args, session_hash=f"junk-{shape[:4]}")
+            assert_clear_answer(event, status, ok, answer)
+    logged = new_log_lines(log, since)
+    assert "Traceback" not in logged and " ERROR " not in logged, logged[-3000:]
+
+
+def test_junk_event_data_for_a_click_on_the_output_gets_words(server):
+    url, log, events = server
+    since = len(log.read_text(errors="replace"))
+    click = next(d for d in events if d.get("api_name") == "open_iteration")
+    for data in EVENT_DATA:
+        status, ok, answer = join(url, click["id"], [None], event_data=data)
+        assert not ok and status == 200, answer
+        assert_clear(answer)
+    assert "Traceback" not in new_log_lines(log, since)
+
+
+def test_the_real_values_still_work_without_gradios_preprocessing(server):
+    """What the page sends (a slider's number, a dropdown's value, the methods' list, a dataset's index)."""
+    url, _, events = server
+    by_name = {d.get("api_name"): d for d in events}
+
+    def answer_of(name, args):
+        event = by_name[name]
+        status, ok, answer = (run if event.get("queue") is False else join)(url, event["id"], args)
+        assert ok, (name, status, answer)
+        return answer
+
+    assert answer_of("cap_draft_length", [8, "spectr_gbv", 12])[0]["maximum"] == 8  # 64 // K = 8
+    assert answer_of("note_ignored_drafts", ["sd"])[0]["info"].startswith("ignored by SD")
+    assert answer_of("cap_fidelity_runs", ["toy", "sd", 2, 3, 5000, 2])[0]["value"] <= 2000
+    assert "at most 8" in answer_of("label_sweep_values", [[]])[0]["label"]  # none ticked: the label for one method
+    assert answer_of("load_example", [5]) == [{"value": "two-token", "__type__": "update"},
+                                             {"value": "A", "__type__": "update"}]
+    assert answer_of("link_query", ["toy", "the cat", "sd", 2, 3, 0.7, 4, "Compare"])[0].startswith("?pair=toy")
+    assert "Generate something first" in answer_of("show_iteration", [None, 3])[0]  # no run in this session yet
+    assert answer_of("repeats_for_pair", ["toy", ["sd", "gbv"]]) == [3]  # the Toy world fits the most repeats
+    assert answer_of("values_for_axis", ["toy", "L", ["sd"]]) == ["1, 2, 4, 8"]
+    assert "alpha = 0.6, K = 2, L = 4" in answer_of("update", [0.6, 2, 4, 0.1, "one batch (cost L c)"])[0]
+
+
+def test_by_name_too_junk_gets_words(server):
+    """The same events by their names (/gradio_api/run/<name>, /gradio_api/call/<name>)."""
+    url, log, _ = server
+    since = len(log.read_text(errors="replace"))
+    for args in ([None], [[1, [2]], {"a": 1}, "x" * 1000]):
+        answer = httpx.post(f"{url}gradio_api/run/cap_draft_length", json={"data": args}, timeout=30)
+        assert answer.status_code in (422, 500), answer.text
+        assert_clear(answer.json().get("detail") or answer.json().get("error"))
+        ok, message = call(url, "/label_sweep_values", args[:1] if args[0] is not None else [7])
+        assert not ok, message
+        assert_clear(message)
+    assert "Traceback" not in new_log_lines(log, since)
