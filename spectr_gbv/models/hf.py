@@ -300,11 +300,21 @@ def feature_draft_model(target: LoadedModel, folder: Path) -> "FeatureDraftModel
     output = target.model.get_output_embeddings().weight.detach()
     draft = FeatureDraftModel(head, embedding, output, output_ids, len(target.tokenizer), target.tokenizer.eos_token_id,
                               name, getattr(target.model.config, "max_position_embeddings", None))
-    if target.kernel is not None and target.kernel.kernel == "fp16-weights":
-        # Beside an fp16-weight target the draft's fp32 step would be a fifth of the target's (both
-        # are memory-bound); in fbgemm fp16 weights too it stays under a tenth.
+    if _draft_in_fp16_weights(target):
         draft.use_fp16_weights()
     return draft
+
+
+def _draft_in_fp16_weights(target: LoadedModel) -> bool:
+    """Whether the feature draft runs in fbgemm fp16 weights: beside a CPU target in fp16 weights or fp32,
+    where the CPU has fbgemm. A draft step is memory-bound: in fp32 it is a fifth of an fp16-weight
+    target's step and a tenth of an fp32 one's, in fp16 weights about a twentieth (assets/results/
+    default_draft.md). Beside a bf16 target it stays in bf16, already a twentieth."""
+    from . import cpu_kernel
+
+    choice = target.kernel
+    return (choice is not None and choice.kernel in ("fp16-weights", "float32")
+            and "fp16-weights" in cpu_kernel.candidates(cpu_kernel.cpu_flags()))
 
 
 def load_pair(
