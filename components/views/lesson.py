@@ -77,13 +77,15 @@ Open **Fidelity** to see it in counts: the released rule's bars leave the sampli
 
 
 # A tab's contents are mounted the first time it is shown, so its button may appear a moment after
-# the tab opens: wait for it (up to 10 s) rather than miss it.
+# the tab opens; and a run button is disabled ("Running…", components.views.run_events) while its
+# last run goes, when a click is ignored. Wait for it to be there and enabled (up to 60 s) rather
+# than miss it: the run then starts with the values just set.
 PRESS_JS = """() => {{
   const press = (tries) => {{
     const button = document.getElementById('{button}');
-    if (button) button.click(); else if (tries > 0) setTimeout(() => press(tries - 1), 100);
+    if (button && !button.disabled) button.click(); else if (tries > 0) setTimeout(() => press(tries - 1), 100);
   }};
-  press(100);
+  press(600);
 }}"""
 
 
