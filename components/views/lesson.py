@@ -77,13 +77,15 @@ Open **Fidelity** to see it in counts: the released rule's bars leave the sampli
 
 
 # A tab's contents are mounted the first time it is shown, so its button may appear a moment after
-# the tab opens: wait for it (up to 10 s) rather than miss it.
+# the tab opens; and a run button is disabled ("Running…", components.views.run_events) while its
+# last run goes, when a click is ignored. Wait for it to be there and enabled (up to 60 s) rather
+# than miss it: the run then starts with the values just set.
 PRESS_JS = """() => {{
   const press = (tries) => {{
     const button = document.getElementById('{button}');
-    if (button) button.click(); else if (tries > 0) setTimeout(() => press(tries - 1), 100);
+    if (button && !button.disabled) button.click(); else if (tries > 0) setTimeout(() => press(tries - 1), 100);
   }};
-  press(100);
+  press(600);
 }}"""
 
 
@@ -121,10 +123,19 @@ def wire_events(page) -> None:
     The button is pressed in the page (a click, not a second handler here), so the run is exactly
     what that view's own button starts, with its progress, Stop and queue."""
     controls = lesson_try.controls(page)
+    quick = dict(api_visibility="private", queue=False)
     for step, button in page.views["lesson"].try_buttons.items():
         plan = lesson_try.try_its()[step]
         targets = [controls[name] for name in plan.values]
-        event = button.click(lambda p=plan: (*lesson_try.updates(p), gr.Tabs(selected=p.tab)), None,
-                             [*targets, page.tabs], api_visibility="private", queue=False)
         if plan.press:
+            event = button.click(lambda p=plan: (*lesson_try.updates(p), gr.Tabs(selected=p.tab)), None,
+                                 [*targets, page.tabs], **quick)
             event.then(None, None, None, js=PRESS_JS.format(button=plan.press), api_visibility="private")
+            continue
+        # A view without a run button (the Playground) answers each change of its controls. Values set in one
+        # response change them at once, and those answers race: Gradio's page defers a change only while an
+        # answer is pending, not when they start together, so the last answer could be for a half-set plan.
+        # One value per event instead: each change starts once the one before is pending (then deferred).
+        event = button.click(lambda p=plan: gr.Tabs(selected=p.tab), None, page.tabs, **quick)
+        for index, target in enumerate(targets):
+            event = event.then(lambda p=plan, i=index: lesson_try.updates(p)[i], None, target, **quick)
