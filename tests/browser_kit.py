@@ -48,6 +48,11 @@ def count(driver, css: str) -> int:
     return len(driver.find_elements(By.CSS_SELECTOR, css))
 
 
+def wait_until(driver, condition, message: str):
+    """`condition(driver)`'s first truthy value within TIMEOUT, else a timeout naming `message`."""
+    return WebDriverWait(driver, TIMEOUT).until(lambda d: condition(d), message=message)
+
+
 def wait_for(driver, css: str, at_least: int = 1):
     WebDriverWait(driver, TIMEOUT).until(lambda d: count(d, css) >= at_least, message=f"waiting for {at_least} x {css}")
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
-from browser_kit import NARROW, TIMEOUT, WINDOW, browser, open_tab, resize, screenshots, wait_for  # noqa: F401
+from browser_kit import NARROW, WINDOW, browser, open_tab, resize, screenshots, wait_for, wait_until  # noqa: F401
 from components.views.screens import NARROW_PX
 
 PROJECTOR = (1024, 768)
@@ -30,10 +29,6 @@ TITLE_SIZES = SIZES + [(*PROJECTOR, False), (*NARROW, True)]
 def url():
     with running_app(default_pair="toy", default_prompt="the cat") as address:
         yield address
-
-
-def wait_until(driver, condition, message: str):
-    return WebDriverWait(driver, TIMEOUT).until(lambda d: condition(d), message=message)
 
 
 def open_page(driver, address: str, width: int, height: int, presentation: bool) -> None:

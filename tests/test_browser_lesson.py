@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import pytest
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
-from browser_kit import NARROW, TIMEOUT, WINDOW, browser, open_tab, resize, screenshots, wait_for  # noqa: F401
+from browser_kit import NARROW, WINDOW, browser, open_tab, resize, screenshots, wait_for, wait_until  # noqa: F401
 from components.views import lesson_try
 from components.views.playground import tokens_shown
 from spectr_gbv import METHODS
@@ -38,10 +37,6 @@ TAB_NAMES = {"generate": "Generate", "explorer": "Iteration explorer", "playgrou
 def url():
     with running_app(default_pair="toy", default_prompt="the cat") as address:
         yield address
-
-
-def wait_until(driver, condition, message: str):
-    return WebDriverWait(driver, TIMEOUT).until(lambda d: condition(d), message=message)
 
 
 def selected_tab(driver) -> str:

@@ -71,7 +71,9 @@ def main(argv=None) -> None:
             one, many = cpu_kernel.time_forwards(model, positions=n, repeats=args.repeats)
             step = one if step is None else min(step, one)
             ratios[n] = many / one
-        loaded = type(base)(base.name, model, base.tokenizer, base.output_token_ids)
+        # the kernel as the app records it, so the draft runs as it does there (models.hf._draft_in_fp16_weights)
+        choice = cpu_kernel.KernelChoice(kernel, klass, cpu_kernel.cpu_model(), reason="benchmark")
+        loaded = type(base)(base.name, model, base.tokenizer, base.output_token_ids, kernel=choice)
         draft = draft_step_ms(loaded, args.repeats)
         row = {"kernel": kernel, "step_ms": round(step, 2), "draft_step_ms": round(draft, 2),
                "draft_over_step": round(draft / step, 3), **{f"positions_{n}": round(r, 3) for n, r in ratios.items()}}
