@@ -31,7 +31,7 @@ from .methods import METHODS
 from .methods.base import VerifyInput, VerifyResult
 from .models.base import DecodeSession, LanguageModel
 from .probs import logits_to_probs, token_probs
-from .randomness import TorchRandomness
+from .randomness import TorchRandomness, sample_rows
 from .records import IterationRecord, IterationTimings, RunRecord, TopToken
 
 # How many of the final distribution's most likely tokens an iteration record keeps.
@@ -57,7 +57,7 @@ def draft_blocks(
     logits = session.branch_logits(num_drafts)
     for position in range(config.draft_length):
         p = logits_to_probs(logits, config.temperature, config.top_k, config.top_p)  # [K, V]
-        x = torch.multinomial(p, 1, generator=generator).squeeze(-1)  # [K], no host sync
+        x = sample_rows(p, generator)  # [K], no host sync
         tokens.append(x)
         probs.append(p)
         if position + 1 < config.draft_length:
@@ -160,7 +160,7 @@ def autoregressive_iteration(
 ) -> IterationRecord:
     start = time.perf_counter()
     probs = logits_to_probs(target.branch_logits(1), config.temperature, config.top_k, config.top_p)[0]
-    token = int(torch.multinomial(probs, 1, generator=generator))
+    token = int(sample_rows(probs[None], generator)[0])
     target_s = _seconds_since(start, device)
     k = min(FINAL_TOP_TOKENS, probs.shape[-1])
     top = torch.topk(probs, k)

@@ -84,13 +84,16 @@ def test_a_probe_times_each_candidate_and_is_cached(monkeypatch, tmp_path, tiny)
     assert again.costs == first.costs and again.kernel == first.kernel
 
 
-def test_fp16_weights_keep_the_output_head_and_the_embedding_in_fp32(tiny):
+def test_fp16_weights_swap_every_linear_and_the_output_head_but_keep_the_embedding_in_fp32(tiny):
     model = cpu_kernel.apply_kernel(load_model(tiny.name, device="cpu", dtype=torch.float32).model, "fp16-weights")
-    head = model.get_output_embeddings()
-    assert isinstance(head, torch.nn.Linear) and head.weight.dtype == torch.float32  # the feature draft reads it
-    assert model.get_input_embeddings().weight.dtype == torch.float32
     swapped = [m for m in model.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
-    assert len(swapped) == 3 * 7 and all(m._packed_params.dtype == torch.float16 for m in swapped)  # 7 a layer
+    assert len(swapped) == 3 * 7 + 1 and all(m._packed_params.dtype == torch.float16 for m in swapped)  # 7 a layer
+    assert model.get_output_embeddings() in swapped
+    assert model.get_input_embeddings().weight.dtype == torch.float32  # a lookup: no bytes saved by packing it
+    # the feature draft takes its head rows from output_weight: the fp32 head rounded to fp16
+    fp32_head = tiny.model.get_output_embeddings().weight.detach()
+    torch.testing.assert_close(cpu_kernel.output_weight(model), fp32_head.half().float(), atol=0, rtol=0)
+    assert cpu_kernel.output_weight(tiny.model) is not None and cpu_kernel.output_weight(tiny.model).dtype == torch.float32
     ids = torch.tensor([[2, 3, 4, 5]])
     with torch.inference_mode():
         assert torch.allclose(model(ids).logits, tiny.model(ids).logits, atol=1e-2)

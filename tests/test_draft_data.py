@@ -116,7 +116,7 @@ def test_chunks_are_written_whole_and_a_run_skips_the_ones_there(tmp_path):
     path = tmp_path / "sampled" / "chunk_0007.pt"
     draft_data.save_atomically([{"ids": [1, 2]}], path)
     assert torch.load(path) == [{"ids": [1, 2]}] and not path.with_suffix(".partial").exists()
-    assert draft_data.chunk_dtype(3) == torch.float32 and draft_data.chunk_dtype(4) == torch.bfloat16
+    assert [draft_data.chunk_kernel(i) for i in range(8)] == ["bfloat16"] * 3 + ["float32"] + ["bfloat16"] * 3 + ["fp16-weights"]
 
 
 def test_the_report_counts_what_the_chunks_hold_and_names_the_licence(tmp_path):

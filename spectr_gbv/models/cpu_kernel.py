@@ -20,9 +20,12 @@ Exactness does not depend on the choice: AR and every method decode with the sam
 model as converted), so "the target's distribution" is that model's, for all of them alike.
 Candidates:
 * `float32`: the model as loaded;
-* `fp16-weights`: every decoder Linear swapped for fbgemm's dynamic fp16-weight Linear
-  (`torch.ao.quantization.quantize_dynamic(..., dtype=torch.float16)`: weights stored in fp16,
-  products in fp32); the output head and embedding stay fp32, so the feature draft shares them;
+* `fp16-weights`: every Linear, the output head included, swapped for fbgemm's dynamic
+  fp16-weight Linear (`torch.ao.quantization.quantize_dynamic(..., dtype=torch.float16)`: weights
+  stored in fp16, products in fp32). The embedding stays an fp32 lookup table. The head is a third
+  of the bytes a one-token step reads (49,152 x 576 in fp32 against 30 layers in fp16) and, kept
+  in fp32, took a third of a scoring forward (issue 22's profile); the feature draft takes its
+  rows from `output_weight`;
 * `bfloat16`: the whole model in bf16, a candidate only where the CPU computes bf16 natively.
 """
 
@@ -47,6 +50,7 @@ KERNEL_LABELS = {"float32": "fp32", "fp16-weights": "fp16 weights (fbgemm)", "bf
 PROBE_POSITIONS = 4
 PROBE_CONTEXT = 100
 PROBE_REPEATS = 7
+PROBE_VERSION = 2  # bumped when a candidate changes (2: fp16 weights include the output head), so old probes are not reused
 # The prediction's draft: the default feature draft's held-out acceptance and step cost
 # (assets/results/default_draft.md: alpha 0.476, a draft step 6 % of a target step) at the
 # app's default K = 1 equivalent, L = 3 (4 scored positions).
@@ -126,10 +130,16 @@ def apply_kernel(model: torch.nn.Module, kernel: str) -> torch.nn.Module:
     if kernel == "bfloat16":
         return model.to(torch.bfloat16)
     if kernel == "fp16-weights":
-        names = {name for name, module in model.named_modules()
-                 if isinstance(module, torch.nn.Linear) and module is not model.get_output_embeddings()}
-        return fp16_weight_linears(model, names)
+        return fp16_weight_linears(model)
     raise ValueError(f"unknown CPU kernel {kernel!r}; choose one of: {', '.join(KERNELS)}")
+
+
+def output_weight(model: torch.nn.Module) -> torch.Tensor:
+    """The output head's weight [V, H] as a float tensor, whichever kernel the model is in (an
+    fbgemm fp16-weight Linear keeps it packed and unpacks it through `weight()`)."""
+    head = model.get_output_embeddings()
+    weight = head.weight
+    return (weight() if callable(weight) else weight).detach()
 
 
 @dataclass(frozen=True)
@@ -244,7 +254,7 @@ def probe(model: torch.nn.Module, kernels: list[str]) -> list[KernelCost]:
 
 
 def _cache_file(cache: Path, model_name: str, cpu: str, flags: set[str]) -> Path:
-    key = json.dumps([cpu, sorted(flags), torch.__version__, torch.get_num_threads(), model_name])
+    key = json.dumps([cpu, sorted(flags), torch.__version__, torch.get_num_threads(), model_name, PROBE_VERSION])
     return cache / "cpu-kernel" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 

@@ -288,6 +288,7 @@ def _feature_draft_folder(draft: str | None) -> Path | None:
 def feature_draft_model(target: LoadedModel, folder: Path) -> "FeatureDraftModel":
     """The feature-conditioned draft in `folder`, reading `target`'s features and sharing its
     embedding and output head (refused with a message naming both if it was made for another)."""
+    from . import cpu_kernel
     from .feature_draft import FeatureDraftModel, load_feature_draft_head
 
     head, meta = load_feature_draft_head(folder, target.model.config, target.tokenizer, target.name)
@@ -297,7 +298,7 @@ def feature_draft_model(target: LoadedModel, folder: Path) -> "FeatureDraftModel
     read = f"layers {', '.join(map(str, layers))} fused" if layers else "last hidden states"
     name = f"feature-conditioned draft (1 layer on the target's {read}, {len(output_ids)}-token head)"
     embedding = target.model.get_input_embeddings().weight.detach()
-    output = target.model.get_output_embeddings().weight.detach()
+    output = cpu_kernel.output_weight(target.model)
     draft = FeatureDraftModel(head, embedding, output, output_ids, len(target.tokenizer), target.tokenizer.eos_token_id,
                               name, getattr(target.model.config, "max_position_embeddings", None))
     if _draft_in_fp16_weights(target):

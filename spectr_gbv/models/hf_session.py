@@ -18,6 +18,7 @@ import torch
 
 from ..probs import restricted_head_logits
 from ..trie import DraftTrie
+from .cpu_kernel import output_weight
 from .feature_draft import target_features
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ class HFModel:
         if loaded.output_token_ids is not None:
             # Only these rows of the head are computed; the other logits are -inf.
             self.output_token_ids = torch.tensor(loaded.output_token_ids, dtype=torch.long, device=self.device)
-            self.output_head = loaded.model.get_output_embeddings().weight[self.output_token_ids].detach().contiguous()
+            self.output_head = output_weight(loaded.model)[self.output_token_ids].contiguous()
 
     def start(self, prompt_ids: Sequence[int]) -> "HFSession":
         return HFSession(self, list(prompt_ids))

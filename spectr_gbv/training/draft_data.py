@@ -13,16 +13,16 @@ so an interrupted run picks up where it stopped. Every chunk is seeded by its in
 
 Per sequence the chunk keeps
 * `ids`, `prompt_length`, `source` ("sharegpt" or "template"), `key` (the conversation id
-  or the template's index), `kind`, `dtype` (the target's dtype when sampled);
+  or the template's index), `kind`, `dtype` (the target's kernel when sampled: `chunk_kernel`);
 * `top_ids` [n, 64] int32, `top_probs` [n, 64] float16: the target's T = 1 distribution at
   every continuation token (from the forward that sampled it);
 * `features` [S - 1, F, H] float16: at every fed position the outputs of the target's
   decoder layers FEATURE_LAYERS (low, middle, high: EAGLE-3's fused features) and, last,
   its final norm (the vector its head reads, which the single-feature draft uses).
 
-The target runs in bf16 for most chunks and in fp32 for every FP32_EVERY-th, so the draft
-learns from features of both dtypes the kernel probe can choose (their features differ by
-rounding only). Replies mode feeds prompt + ShareGPT's own reply in one batched forward
+The target runs in bf16 for most chunks and, for every FULL_PRECISION_EVERY-th, alternately in
+fp32 and in fbgemm fp16 weights (`cpu_kernel.apply_kernel`), so the draft learns from features of
+every kernel the probe can choose (their features differ by rounding only). Replies mode feeds prompt + ShareGPT's own reply in one batched forward
 (no sampling) and keeps the same fields, `source` "sharegpt-reply". Held-out mode samples the
 held-out conversations (`source` "sharegpt-heldout") into OUT/heldout, for validation only:
 `feature_distill` refuses to train on any of them (`is_trainable`).
@@ -47,7 +47,7 @@ CONTINUATION_TOKENS = 96
 SAMPLE_TEMPERATURE = 0.8
 TEACHER_TOP = 64
 FEATURE_LAYERS = (1, 14, 26)  # of the default target's 30 decoder layers (0-based)
-FP32_EVERY = 4  # chunk i is sampled in fp32 when i % FP32_EVERY == FP32_EVERY - 1
+FULL_PRECISION_EVERY = 4  # chunk i is sampled in fp32 or fp16 weights when i % 4 == 3 (alternately), else bf16
 SHAREGPT_PER_TEMPLATE = 3
 TEMPLATE_SEED = 7  # the template prompts differ from the earlier rounds' (seeds 0 and 1)
 
@@ -98,8 +98,11 @@ def is_trainable(sample: dict) -> bool:
     return sample.get("prompt_text") not in HELD_OUT_TEXTS
 
 
-def chunk_dtype(index: int) -> torch.dtype:
-    return torch.float32 if index % FP32_EVERY == FP32_EVERY - 1 else torch.bfloat16
+def chunk_kernel(index: int) -> str:
+    """The target's CPU kernel (`cpu_kernel.KERNELS`) for chunk `index`."""
+    if index % FULL_PRECISION_EVERY != FULL_PRECISION_EVERY - 1:
+        return "bfloat16"
+    return "float32" if (index // FULL_PRECISION_EVERY) % 2 == 0 else "fp16-weights"
 
 
 class FeatureCapture:
@@ -282,15 +285,19 @@ def main() -> None:
     from .sharegpt import load_conversations, split
 
     out = Path(args.out) / {"sample": "sampled", "replies": "replies", "heldout": "heldout"}[args.source]
+    from ..models.cpu_kernel import apply_kernel
+
     loaded = {}
 
-    def target(dtype):
-        if dtype not in loaded:
+    def target(kernel: str):
+        if kernel not in loaded:
             loaded.clear()
-            loaded[dtype] = load_model("default", device="cpu", dtype=dtype)
-        return loaded[dtype]
+            model = load_model("default", device="cpu", dtype=torch.float32)
+            model.model = apply_kernel(model.model, kernel)
+            loaded[kernel] = model
+        return loaded[kernel]
 
-    tokenizer = target(torch.bfloat16).tokenizer
+    tokenizer = target("bfloat16").tokenizer
     if args.source == "sample":
         plan = prompt_plan(tokenizer, args.seed)
     elif args.source == "heldout":
@@ -308,9 +315,8 @@ def main() -> None:
         if path.exists():
             continue
         started = time.time()
-        dtype = chunk_dtype(index)
-        model = target(dtype)
-        name = str(dtype).removeprefix("torch.")
+        name = chunk_kernel(index)
+        model = target(name)
         items = plan[index * CHUNK : (index + 1) * CHUNK]
         if args.source in ("sample", "heldout"):
             records = sample_chunk(model.model, model.tokenizer, items, args.seed * 100_000 + index, name)
