@@ -76,9 +76,12 @@ def test_training_refuses_a_held_out_conversation(tmp_path):
     assert not draft_data.is_trainable(sample)
     assert not draft_data.is_trainable({"source": "template", "key": "t", "prompt_text": next(iter(HELD_OUT_TEXTS))})
     path = tmp_path / "chunk_0000.pt"
-    torch.save([sample | {"features": torch.zeros(3, 4, 2)}], path)
+    torch.save([sample | {"features": torch.zeros(3, 4, 2), "top_ids": torch.zeros(1, 2, dtype=torch.int32),
+                          "top_probs": torch.ones(1, 2, dtype=torch.float16) / 2}], path)
     with pytest.raises(SystemExit, match="held-out"):
         feature_distill.load_chunks([str(path)], fused=True)
+    # validation reads the held-out chunks it is given; only training refuses them
+    assert [s["key"] for s in feature_distill.load_chunks([str(path)], fused=True, training=False)] == [held]
 
 
 @pytest.fixture(scope="module")

@@ -144,3 +144,26 @@ def test_the_verifier_library_imports_no_model_or_ui_library():
     code = "import sys, spectr_gbv; print([m for m in ('transformers', 'gradio', 'plotly') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_the_row_sampler_draws_each_rows_law_and_never_a_zero_probability_token():
+    """The engine's drafts and plain decoding's tokens come from `sample_rows` (inverse CDF of a
+    float64 uniform per row): each row's draws follow its own law (chi-square, seeded), and the
+    extreme uniforms 0 and 1 - 2^-53 land on tokens of positive probability."""
+    from scipy.stats import chisquare
+
+    from spectr_gbv.randomness import inverse_cdf_rows, sample_rows
+
+    probs = torch.tensor([[0.0, 0.2, 0.0, 0.5, 0.3, 0.0], [0.6, 0.0, 0.0, 0.1, 0.0, 0.3]])
+    generator = torch.Generator().manual_seed(11)
+    draws = torch.stack([sample_rows(probs, generator) for _ in range(6000)])  # [n, 2]
+    for row in range(2):
+        counts = torch.bincount(draws[:, row], minlength=6)
+        assert counts[probs[row] == 0].sum() == 0
+        positive = probs[row] > 0
+        law = probs[row][positive].double().numpy()
+        expected = law / law.sum() * len(draws)
+        assert chisquare(counts[positive].numpy(), expected).pvalue > 1e-3
+    edges = torch.tensor([0.0, 1.0 - 2.0**-53], dtype=torch.float64)
+    assert inverse_cdf_rows(probs, edges).tolist() == [1, 5]
+    assert inverse_cdf_rows(probs, torch.tensor([1.0 - 2.0**-53, 0.0], dtype=torch.float64)).tolist() == [4, 0]
