@@ -99,7 +99,7 @@ def test_fp16_weights_swap_every_linear_and_the_output_head_but_keep_the_embeddi
         assert torch.allclose(model(ids).logits, tiny.model(ids).logits, atol=1e-2)
 
 
-@pytest.mark.parametrize("kernel", ["fp16-weights", "float32"])
+@pytest.mark.parametrize("kernel", ["fp16-weights", "float32", "bfloat16"])
 @pytest.mark.parametrize("method", ["sd", "gbv", "spectr_gbv", "as_bv_handoff"])
 def test_every_method_decodes_the_same_target_as_ar_in_each_kernel(tiny, tiny_draft, kernel, method):
     """Greedy speculative decoding equals greedy AR of the same converted model, token for token:
@@ -111,3 +111,18 @@ def test_every_method_decodes_the_same_target_as_ar_in_each_kernel(tiny, tiny_dr
                    max_new_tokens=12)
     ar = generate(target, None, [3, 4, 5], method="ar", temperature=0, max_new_tokens=12)
     assert run.tokens == ar.tokens
+
+
+@pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="oneDNN has no bf16 on this CPU")
+def test_bf16_linears_are_packed_once_and_give_the_same_products_bit_for_bit(tiny):
+    """The bf16 kernel's Linears hold oneDNN pre-packed weights (F.linear re-packs them on every
+    call); the logits are those of the plain bf16 model, bit for bit, and the feature draft still
+    reads the head's rows."""
+    plain = load_model(tiny.name, device="cpu", dtype=torch.float32).model.to(torch.bfloat16)
+    model = cpu_kernel.apply_kernel(load_model(tiny.name, device="cpu", dtype=torch.float32).model, "bfloat16")
+    packed = [m for m in model.modules() if isinstance(m, cpu_kernel.PackedLinear)]
+    assert len(packed) == 3 * 7 + 1 and not any(isinstance(m, torch.nn.Linear) for m in model.modules())
+    ids = torch.tensor([[2, 3, 4, 5], [6, 7, 8, 9]])
+    with torch.inference_mode():
+        assert torch.equal(model(ids).logits, plain(ids).logits)
+    assert torch.equal(cpu_kernel.output_weight(model), plain.get_output_embeddings().weight)

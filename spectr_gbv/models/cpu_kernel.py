@@ -27,6 +27,9 @@ Candidates:
   in fp32, took a third of a scoring forward (issue 22's profile); the feature draft takes its
   rows from `output_weight`;
 * `bfloat16`: the whole model in bf16, a candidate only where the CPU computes bf16 natively.
+  Its Linears hold their weights pre-packed for oneDNN (`PackedLinear`): the same products, bit
+  for bit, as `F.linear` in bf16, which re-packs the weight on every call and so made a
+  one-token bf16 step 1.6x slower than an fp16-weight one (issue 22's profile).
 """
 
 from __future__ import annotations
@@ -46,11 +49,11 @@ import torch
 KERNEL_ENV = "SPECTR_GBV_CPU_KERNEL"
 DTYPE_ENV = "SPECTR_GBV_CPU_DTYPE"  # the older override: float32 or bfloat16
 KERNELS = ("float32", "fp16-weights", "bfloat16")
-KERNEL_LABELS = {"float32": "fp32", "fp16-weights": "fp16 weights (fbgemm)", "bfloat16": "bf16"}
+KERNEL_LABELS = {"float32": "fp32", "fp16-weights": "fp16 weights (fbgemm)", "bfloat16": "bf16 (oneDNN, packed)"}
 PROBE_POSITIONS = 4
 PROBE_CONTEXT = 100
 PROBE_REPEATS = 7
-PROBE_VERSION = 2  # bumped when a candidate changes (2: fp16 weights include the output head), so old probes are not reused
+PROBE_VERSION = 2  # bumped when a candidate changes (2: fp16 weights include the output head, bf16 is packed)
 # The prediction's draft: the default feature draft's held-out acceptance and step cost
 # (assets/results/default_draft.md: alpha 0.476, a draft step 6 % of a target step) at the
 # app's default K = 1 equivalent, L = 3 (4 scored positions).
@@ -123,12 +126,49 @@ def fp16_weight_linears(module: torch.nn.Module, names: set[str] | None = None) 
         return quantize_dynamic(module, names or {torch.nn.Linear}, dtype=torch.float16, inplace=True)
 
 
+class PackedLinear(torch.nn.Module):
+    """A bias-free or biased Linear whose weight is stored pre-packed for oneDNN
+    (`torch.ops.mkldnn._reorder_linear_weight`), for inference on the CPU.
+
+    `F.linear` in bf16 reorders the weight into oneDNN's blocked layout on every call, which
+    at one or a few rows costs more than the product; packed once, the product is the same
+    (tests/test_cpu_kernel.py compares them bit for bit). `keep_dense` keeps the plain weight
+    too, for a head whose rows the feature draft reads (`output_weight`)."""
+
+    def __init__(self, linear: torch.nn.Linear, keep_dense: bool = False):
+        super().__init__()
+        weight = linear.weight.detach()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, 1)  # not a parameter: .to() leaves it alone
+        self.bias = None if linear.bias is None else linear.bias.detach()
+        self.dense_weight = weight if keep_dense else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed, self.bias, "none", [], "")
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, packed {self.packed.dtype}"
+
+
+def packed_linears(module: torch.nn.Module, keep_dense: tuple[torch.nn.Module, ...] = ()) -> torch.nn.Module:
+    """`module` with every Linear swapped in place for a `PackedLinear` of its own dtype."""
+    for name, child in list(module.named_children()):
+        if isinstance(child, torch.nn.Linear):
+            setattr(module, name, PackedLinear(child, keep_dense=any(child is m for m in keep_dense)))
+        else:
+            packed_linears(child, keep_dense)
+    return module
+
+
 def apply_kernel(model: torch.nn.Module, kernel: str) -> torch.nn.Module:
     """`model` (fp32, on the CPU) converted to `kernel`, in place where possible; returns the model to use."""
     if kernel == "float32":
         return model.float()
     if kernel == "bfloat16":
-        return model.to(torch.bfloat16)
+        model = model.to(torch.bfloat16)
+        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():  # forced on a CPU oneDNN has no bf16 for
+            return model
+        return packed_linears(model, keep_dense=(model.get_output_embeddings(),))
     if kernel == "fp16-weights":
         return fp16_weight_linears(model)
     raise ValueError(f"unknown CPU kernel {kernel!r}; choose one of: {', '.join(KERNELS)}")
@@ -138,6 +178,8 @@ def output_weight(model: torch.nn.Module) -> torch.Tensor:
     """The output head's weight [V, H] as a float tensor, whichever kernel the model is in (an
     fbgemm fp16-weight Linear keeps it packed and unpacks it through `weight()`)."""
     head = model.get_output_embeddings()
+    if isinstance(head, PackedLinear):
+        return head.dense_weight
     weight = head.weight
     return (weight() if callable(weight) else weight).detach()
 

@@ -311,6 +311,20 @@ class FeatureDraftModel:
         self.kernel = "fp16-weights"
         return self
 
+    def use_packed_weights(self) -> "FeatureDraftModel":
+        """Run the head's matrices and the restricted output head as oneDNN pre-packed Linears in
+        the draft's dtype (bf16 beside a bf16 target): the same products as unpacked, without
+        re-packing the weights at every step."""
+        from .cpu_kernel import packed_linears
+
+        projection = torch.nn.Linear(self.output_head.shape[1], self.output_head.shape[0], bias=False,
+                                     dtype=self.output_head.dtype)
+        projection.weight.data = self.output_head
+        self.head = packed_linears(self.head)
+        self.output_head = packed_linears(torch.nn.Sequential(projection))
+        self.kernel += " (packed)"
+        return self
+
     def logits(self, g: torch.Tensor) -> torch.Tensor:
         """Predicted features [..., H] -> logits over the full vocabulary (restricted head)."""
         return restricted_head_logits(g, self.output_head, self.output_token_ids, self.vocab_size)

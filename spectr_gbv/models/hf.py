@@ -303,6 +303,8 @@ def feature_draft_model(target: LoadedModel, folder: Path) -> "FeatureDraftModel
                               name, getattr(target.model.config, "max_position_embeddings", None))
     if _draft_in_fp16_weights(target):
         draft.use_fp16_weights()
+    elif target.kernel is not None and target.kernel.kernel == "bfloat16":
+        draft.use_packed_weights()
     return draft
 
 
