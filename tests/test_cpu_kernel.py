@@ -62,8 +62,11 @@ def test_the_note_says_the_class_the_kernel_and_the_ratio():
 
 def test_the_environment_overrides_the_probe(monkeypatch, tiny):
     monkeypatch.setenv(cpu_kernel.KERNEL_ENV, "fp16-weights")
+    monkeypatch.setattr(cpu_kernel, "PROBE_REPEATS", 2)
     choice = cpu_kernel.choose(tiny.model, tiny.name)
-    assert choice.kernel == "fp16-weights" and choice.costs == () and "SPECTR_GBV_CPU_KERNEL" in choice.reason
+    # only the forced kernel is timed, so the note still says what scoring costs there
+    assert choice.kernel == "fp16-weights" and [c.kernel for c in choice.costs] == ["fp16-weights"]
+    assert "SPECTR_GBV_CPU_KERNEL" in choice.reason and "one-token steps" in choice.note()
     monkeypatch.setenv(cpu_kernel.KERNEL_ENV, "int4")
     with pytest.raises(ValueError, match="float32, fp16-weights, bfloat16"):
         cpu_kernel.choose(tiny.model, tiny.name)

@@ -295,28 +295,34 @@ def probe(model: torch.nn.Module, kernels: list[str]) -> list[KernelCost]:
     return costs
 
 
-def _cache_file(cache: Path, model_name: str, cpu: str, flags: set[str]) -> Path:
-    key = json.dumps([cpu, sorted(flags), torch.__version__, torch.get_num_threads(), model_name, PROBE_VERSION])
+def _cache_file(cache: Path, model_name: str, cpu: str, flags: set[str], kernels: list[str]) -> Path:
+    key = json.dumps([cpu, sorted(flags), torch.__version__, torch.get_num_threads(), model_name, PROBE_VERSION, kernels])
     return cache / "cpu-kernel" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
 def choose(model: torch.nn.Module, model_name: str, cache: Path | None = None) -> KernelChoice:
-    """The kernel for `model` (fp32, CPU) on this machine: the override, the cached probe, or a new probe."""
+    """The kernel for `model` (fp32, CPU) on this machine: the override or the best probed candidate.
+
+    The probe (or its cached result) times every candidate; an override times only the kernel it
+    names, so the page can still say what scoring costs there ("fp32 forced: scoring costs ...")."""
     flags = cpu_flags()
     klass, name = cpu_class(flags), cpu_model()
     forced = override()
-    if forced is not None:
-        return KernelChoice(forced[0], klass, name, reason=forced[1])
-    path = _cache_file(cache, model_name, name, flags) if cache is not None else None
+    kernels = [forced[0]] if forced is not None else candidates(flags)
+
+    def chosen(costs: tuple[KernelCost, ...]) -> KernelChoice:
+        if forced is not None:
+            return KernelChoice(forced[0], klass, name, costs, reason=forced[1])
+        return KernelChoice(best(list(costs)).kernel, klass, name, costs)
+
+    path = _cache_file(cache, model_name, name, flags, kernels) if cache is not None else None
     if path is not None and path.is_file():
         try:
             saved = json.loads(path.read_text())
-            costs = tuple(KernelCost(c["kernel"], c["step_ms"], c["score_ms"]) for c in saved["costs"])
-            return KernelChoice(best(list(costs)).kernel, klass, name, costs)
+            return chosen(tuple(KernelCost(c["kernel"], c["step_ms"], c["score_ms"]) for c in saved["costs"]))
         except (OSError, ValueError, KeyError, TypeError):
             pass  # a damaged cache entry: probe again
-    costs = tuple(probe(model, candidates(flags)))
-    choice = KernelChoice(best(list(costs)).kernel, klass, name, costs)
+    choice = chosen(tuple(probe(model, kernels)))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(choice.summary(), indent=2))

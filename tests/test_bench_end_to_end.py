@@ -1,0 +1,30 @@
+"""The end-to-end benchmark's honesty rules (spectr_gbv.bench): a speedup is never quoted only
+against a plain decoding slowed by the kernel chosen for speculation."""
+
+from __future__ import annotations
+
+from spectr_gbv.bench.__main__ import fastest_plain_decoding, markdown
+from spectr_gbv.models.cpu_kernel import KernelChoice, KernelCost
+
+
+def row(method, speedup, K=0, L=0):
+    return {"method": method, "K": K, "L": L, "T": 0.7, "repeats": 3, "speedup_median": speedup, "speedup_min": speedup,
+            "speedup_max": speedup, "tokens_per_s": 10.0 * speedup, "block_efficiency": None, "mean_accepted": None}
+
+
+def test_no_second_plain_decoding_when_the_chosen_kernel_has_the_fastest_step_or_was_forced():
+    chosen = KernelChoice("fp16-weights", "AVX2", "cpu", (KernelCost("float32", 50.0, 80.0), KernelCost("fp16-weights", 30.0, 45.0)))
+    assert fastest_plain_decoding(None, chosen) is None
+    assert fastest_plain_decoding(None, KernelChoice("float32", "AVX2", "cpu", reason="forced")) is None
+    assert fastest_plain_decoding(None, None) is None
+
+
+def test_the_table_says_how_to_read_speedups_against_the_fastest_plain_decoding():
+    result = {"cpu": "CPU: x", "target": "t", "draft": "d", "assistant": None, "device": "cpu", "machine": "m",
+              "prompts": ["code"], "max_new_tokens": 8, "temperature": 0.7, "repeats": 3, "best_settings": {},
+              "rows": [row("ar", 1.0), row("spectr_gbv", 1.5, 2, 4), row("ar [fp16-weights]", 1.36)]}
+    text = markdown(result)
+    assert "faster one-token step in fp16-weights" in text and "divided by 1.36" in text
+    assert "| ar [fp16-weights] | 0 | 0 |" in text
+    plain = markdown(result | {"rows": result["rows"][:2]})
+    assert "divided by" not in plain
