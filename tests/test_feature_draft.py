@@ -236,6 +236,29 @@ def test_the_fp16_weight_draft_drafts_what_the_fp32_draft_drafts_up_to_fp16_roun
     assert (laws[0] - laws[1]).abs().max() < 1e-2
 
 
+@pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="oneDNN has no bf16 on this CPU")
+def test_the_packed_bf16_draft_drafts_what_the_plain_bf16_draft_drafts_bit_for_bit():
+    # Beside a bf16 target the draft runs in bf16 with oneDNN pre-packed weights (models.hf.feature_draft_model):
+    # the same products as the plain bf16 draft, so the same laws, exactly.
+    import copy
+
+    head, _ = tiny_draft()
+    embedding = torch.randn(VOCAB, SHAPE.hidden_size).bfloat16()
+    output = torch.randn(VOCAB, SHAPE.hidden_size).bfloat16()
+    plain = FeatureDraftModel(head, embedding, output, list(range(0, VOCAB, 2)), VOCAB, None, "bf16 draft")
+    packed = copy.deepcopy(plain).use_packed_weights()
+    assert packed.kernel == "bfloat16 (packed)" and plain.kernel == "bfloat16"
+    prompt = list(range(3, 12))
+    features = torch.randn(len(prompt) - 1, SHAPE.hidden_size)
+    tokens = torch.tensor([5, 7, 9])
+    steps = []
+    for model in (plain, packed):
+        session = model.start(prompt)
+        session.add_features(features)
+        steps.append(torch.stack([session.branch_logits(3)] + [session.extend_branches(tokens) for _ in range(3)]))
+    assert torch.equal(steps[0], steps[1])
+
+
 def test_training_in_batches_learns_the_teacher_and_reports_every_epoch():
     """`feature_distill.train` with several sequences per optimiser step (and the math attention it
     trains with) lowers the validation loss and raises the acceptance estimate on a teacher the
@@ -266,3 +289,16 @@ def test_training_in_batches_learns_the_teacher_and_reports_every_epoch():
     losses = [h["validation_loss"][0] for h in history]
     assert losses[-1] < 0.5 * losses[0], losses
     assert history[-1]["validation_alpha_t07"] > history[0]["validation_alpha_t07"]
+
+
+def test_a_resumed_head_keeps_its_own_token_list(tmp_path):
+    from spectr_gbv.training.feature_distill import head_token_ids
+
+    default = tmp_path / "default_ids.json"
+    default.write_text(json.dumps([1, 2, 3]))
+    resumed = tmp_path / "head"
+    resumed.mkdir()
+    (resumed / "output_token_ids.json").write_text(json.dumps([4, 5, 6]))
+    assert head_token_ids(str(resumed), default) == [4, 5, 6]
+    assert head_token_ids(None, default) == [1, 2, 3]
+    assert head_token_ids(str(tmp_path / "no_list_here"), default) == [1, 2, 3]

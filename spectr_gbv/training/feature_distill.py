@@ -9,8 +9,9 @@ unrolled to `--depth` draft positions in parallel ("training-time test", EAGLE-3
 reads the target's feature, depth d > 1 the head's own prediction from depth d - 1, with the
 attention pattern the draft's cache has at inference. Loss: cross-entropy to the target's
 distribution restricted to the head's tokens (KL up to a constant), weighted DEPTH_WEIGHT^(d-1).
-The restricted token list is the shipped distilled draft's (chosen from the target's mass
-over 358,924 positions), so both drafts cover the same tokens.
+The restricted token list is a resumed head's own; for a new head, the shipped distilled draft's
+(chosen from the target's mass over 358,924 positions), or with --head-tokens N the N tokens
+carrying the most target mass in the training data.
 """
 
 from __future__ import annotations
@@ -164,6 +165,16 @@ def train(head, embedding, output, records, validation, token_index, epochs: int
     return history
 
 
+def head_token_ids(resume: str | None, default_file: Path) -> list[int]:
+    """The head's token list: a resumed head keeps its own (the list is what it was trained to spread
+    its mass over; a resumed fused head once trained on the distilled draft's list, 5,925 of its 8,192
+    tokens in common, and lost acceptance); otherwise `default_file`'s. --head-tokens overrides both."""
+    from ..models.hf import OUTPUT_TOKEN_IDS_FILE
+
+    own = Path(resume) / OUTPUT_TOKEN_IDS_FILE if resume else None
+    return json.loads((own if own is not None and own.is_file() else default_file).read_text())
+
+
 def warm_start(head: FeatureDraftHead, folder: Path, target_config, tokenizer) -> None:
     """Copy a trained single-feature head's layers into a fused head, and start the fusion as
     the highest fused layer passed through: a trained layer is a better start than a copy of the
@@ -226,7 +237,7 @@ def main() -> None:
         records, validation = records[: len(records) - args.validation], records[len(records) - args.validation :]
     if args.limit:
         records = records[: args.limit]
-    output_ids = json.loads((DRAFT_ASSETS / OUTPUT_TOKEN_IDS_FILE).read_text())
+    output_ids = head_token_ids(args.resume, DRAFT_ASSETS / OUTPUT_TOKEN_IDS_FILE)
     if args.head_tokens:
         from .distill import choose_output_tokens
 
