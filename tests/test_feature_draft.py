@@ -302,3 +302,26 @@ def test_a_resumed_head_keeps_its_own_token_list(tmp_path):
     assert head_token_ids(str(resumed), default) == [4, 5, 6]
     assert head_token_ids(None, default) == [1, 2, 3]
     assert head_token_ids(str(tmp_path / "no_list_here"), default) == [1, 2, 3]
+
+
+def test_the_total_variation_term_adds_its_weight_times_one_minus_alpha():
+    """--tv-weight adds w (1 - alpha) at T = 0.7 to each depth's loss, with alpha the same estimate
+    the validation reports (`feature_distill.acceptance`), so training on it raises that number."""
+    from spectr_gbv.training import feature_distill
+
+    torch.manual_seed(8)
+    head = FeatureDraftHead(SHAPE)
+    embedding, output = torch.randn(VOCAB, SHAPE.hidden_size), torch.randn(VOCAB // 2, SHAPE.hidden_size)
+    token_index = torch.full((VOCAB,), -1)
+    token_index[::2] = torch.arange(VOCAB // 2)  # a head of every other token: some teacher mass falls outside
+    ids = torch.randint(0, VOCAB, (14,)).tolist()
+    teacher = torch.softmax(torch.randn(10, 6) * 2, -1)
+    record = feature_distill.training_record({
+        "ids": ids, "prompt_length": 4, "features": torch.randn(13, SHAPE.hidden_size),
+        "top_ids": torch.randint(0, VOCAB, (10, 6)), "top_probs": teacher})
+    with torch.no_grad():
+        plain = feature_distill.record_losses(head, embedding, output, record, token_index, 2)
+        with_tv = feature_distill.record_losses(head, embedding, output, record, token_index, 2, tv_weight=1.5)
+        accepted, count = feature_distill.acceptance(head, embedding, output, record, token_index)
+    assert with_tv[0].item() - plain[0].item() == pytest.approx(1.5 * (1 - accepted / count), rel=1e-4)
+    assert with_tv[1].item() > plain[1].item()
