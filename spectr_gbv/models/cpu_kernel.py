@@ -9,10 +9,15 @@ how much more depends on the CPU's matrix kernels (issue "A draft that is accept
 | AVX2 only | 2.21 | 1.83 (and a one-token step 1.6x faster) | emulated: several times slower |
 
 So on first load a short probe times, for every candidate this CPU supports, a one-token
-step and a PROBE_POSITIONS-position scoring forward over a PROBE_CONTEXT-token KV cache, and
-picks the candidate with the most predicted speculative tokens per second (the theory of
-`spectr_gbv.theory` at the app's default draft length, with the draft's measured acceptance
-and step cost). The choice is cached per CPU model, flags, torch version and thread count.
+step, a PROBE_POSITIONS-position scoring forward (the yardstick the page quotes) and the
+ITERATION_POSITIONS-position forward of the app's default iteration, over a PROBE_CONTEXT-token
+KV cache, and picks the candidate with the most predicted speculative tokens per second at the
+app's default (the theory of `spectr_gbv.theory` at its draft length, with the draft's measured
+acceptance and step cost). A kernel can win for speculation and lose for plain decoding (on
+this project's AVX512-BF16 EPYC, packed bf16 scores 9 positions in about 1.15 one-token steps
+but its step is slower than fp16 weights'); `make bench` then also times plain decoding in the
+kernel with the fastest step. The choice is cached per CPU model, flags, torch version and
+thread count.
 `$SPECTR_GBV_CPU_KERNEL` (float32, fp16-weights, bfloat16) overrides it, and so does the older
 `$SPECTR_GBV_CPU_DTYPE`.
 
@@ -50,16 +55,20 @@ KERNEL_ENV = "SPECTR_GBV_CPU_KERNEL"
 DTYPE_ENV = "SPECTR_GBV_CPU_DTYPE"  # the older override: float32 or bfloat16
 KERNELS = ("float32", "fp16-weights", "bfloat16")
 KERNEL_LABELS = {"float32": "fp32", "fp16-weights": "fp16 weights (fbgemm)", "bfloat16": "bf16 (oneDNN, packed)"}
-PROBE_POSITIONS = 4
+PROBE_POSITIONS = 4  # the issue's yardstick: a 4-position scoring forward, in one-token steps
+# The scoring forward of the app's default iteration (K = 2 drafts of L = 4: one pending token and
+# up to 8 drafted ones in one tree forward): what the choice is made on.
+ITERATION_POSITIONS = 9
 PROBE_CONTEXT = 100
 PROBE_REPEATS = 7
-PROBE_VERSION = 2  # bumped when a candidate changes (2: fp16 weights include the output head, bf16 is packed)
-# The prediction's draft: the default feature draft's held-out acceptance and step cost
-# (assets/results/default_draft.md: alpha 0.476, a draft step 6 % of a target step) at the
-# app's default K = 1 equivalent, L = 3 (4 scored positions).
+PROBE_VERSION = 3  # bumped when a candidate or what is timed changes, so old probes are not reused
+# The prediction's draft (assets/results/default_draft.md): held-out acceptance and a draft step
+# as a fraction of a target step, at the app's default draft length. Tokens per iteration come
+# from the single-draft theory at that alpha, a lower bound for K = 2; they are the same for every
+# kernel, so the choice depends on the iteration's time alone.
 PREDICTION_ALPHA = 0.476
 PREDICTION_DRAFT_COST = 0.06
-PREDICTION_DRAFT_LENGTH = PROBE_POSITIONS - 1
+PREDICTION_DRAFT_LENGTH = 4
 
 
 def cpu_flags() -> set[str]:
@@ -189,18 +198,26 @@ class KernelCost:
     kernel: str
     step_ms: float  # one-token decoding step, the fastest of the probe
     score_ms: float  # PROBE_POSITIONS positions in one forward, the fastest of the probe
+    iteration_ms: float | None = None  # ITERATION_POSITIONS positions (the app's default iteration's forward)
 
     @property
     def ratio(self) -> float:
         """Scoring PROBE_POSITIONS positions, in one-token steps."""
         return self.score_ms / self.step_ms
 
+    @property
+    def iteration_ratio(self) -> float | None:
+        """Scoring ITERATION_POSITIONS positions, in one-token steps."""
+        return None if self.iteration_ms is None else self.iteration_ms / self.step_ms
+
     def predicted_tokens_per_second(self) -> float:
-        """Speculative decoding's predicted rate with this kernel (SD model: i.i.d. acceptance)."""
+        """Speculative decoding's predicted rate with this kernel at the app's default iteration
+        (its scoring forward, plus L draft steps; tokens from the single-draft theory)."""
         from ..theory import single_draft_tokens
 
         tokens = single_draft_tokens(PREDICTION_ALPHA, PREDICTION_DRAFT_LENGTH)
-        seconds = (self.score_ms + PREDICTION_DRAFT_LENGTH * PREDICTION_DRAFT_COST * self.step_ms) / 1000
+        scoring = self.iteration_ms if self.iteration_ms is not None else self.score_ms
+        seconds = (scoring + PREDICTION_DRAFT_LENGTH * PREDICTION_DRAFT_COST * self.step_ms) / 1000
         return tokens / seconds
 
     def predicted_speedup(self) -> float:
@@ -229,13 +246,17 @@ class KernelChoice:
         cost = self.cost()
         if cost is not None:
             line += f"; scoring {PROBE_POSITIONS} positions costs {cost.ratio:.2f} one-token steps"
+            if cost.iteration_ratio is not None:
+                line += f", {ITERATION_POSITIONS} positions (K = 2, L = 4) {cost.iteration_ratio:.2f}"
         return line + ("" if self.reason == "measured" else f" ({self.reason})")
 
 
     def summary(self) -> dict:
         return {"cpu_class": self.cpu_class, "cpu_model": self.cpu_model, "kernel": self.kernel, "reason": self.reason,
-                "probe_positions": PROBE_POSITIONS, "probe_context": PROBE_CONTEXT,
+                "probe_positions": PROBE_POSITIONS, "iteration_positions": ITERATION_POSITIONS,
+                "probe_context": PROBE_CONTEXT,
                 "costs": [asdict(c) | {"ratio": round(c.ratio, 3),
+                                       "iteration_ratio": None if c.iteration_ratio is None else round(c.iteration_ratio, 3),
                                        "predicted_speedup": round(c.predicted_speedup(), 3)} for c in self.costs]}
 
 
@@ -259,13 +280,14 @@ def override() -> tuple[str, str] | None:
 
 
 @torch.inference_mode()
-def time_forwards(model: torch.nn.Module, positions: int = PROBE_POSITIONS, context: int = PROBE_CONTEXT,
-                  repeats: int = PROBE_REPEATS) -> tuple[float, float]:
-    """(one-token step ms, `positions`-position forward ms), the fastest of `repeats`, over a `context`-token KV cache."""
+def time_forward_set(model: torch.nn.Module, positions: tuple[int, ...], context: int = PROBE_CONTEXT,
+                     repeats: int = PROBE_REPEATS) -> tuple[float, dict[int, float]]:
+    """(one-token step ms, {n: n-position forward ms}), each the fastest of `repeats` interleaved
+    timings over a `context`-token KV cache."""
     from transformers import DynamicCache
 
     vocab = model.config.vocab_size
-    ids = torch.randint(0, vocab, (1, context + positions), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(0, vocab, (1, context + max(positions)), generator=torch.Generator().manual_seed(0))
     cache = DynamicCache(config=model.config)
     model(input_ids=ids[:, :context], past_key_values=cache, use_cache=True)
 
@@ -276,13 +298,21 @@ def time_forwards(model: torch.nn.Module, positions: int = PROBE_POSITIONS, cont
         cache.crop(-n)  # transformers crops by a count of tokens to remove
         return elapsed * 1000
 
-    timed(1), timed(positions)  # warm-up
-    steps, scores = [], []
-    for _ in range(repeats):  # interleaved, so a drifting machine moves both
-        steps.append(timed(1))
-        scores.append(timed(positions))
+    for n in (1, *positions):  # warm-up
+        timed(n)
+    times: dict[int, list[float]] = {n: [] for n in (1, *positions)}
+    for _ in range(repeats):  # interleaved, so a drifting machine moves them all
+        for n in times:
+            times[n].append(timed(n))
     # the fastest of the repeats: another process on the machine only ever adds time
-    return min(steps), min(scores)
+    return min(times[1]), {n: min(times[n]) for n in positions}
+
+
+def time_forwards(model: torch.nn.Module, positions: int = PROBE_POSITIONS, context: int = PROBE_CONTEXT,
+                  repeats: int = PROBE_REPEATS) -> tuple[float, float]:
+    """(one-token step ms, `positions`-position forward ms), the fastest of `repeats`."""
+    step, forwards = time_forward_set(model, (positions,), context, repeats)
+    return step, forwards[positions]
 
 
 def probe(model: torch.nn.Module, kernels: list[str]) -> list[KernelCost]:
@@ -290,7 +320,8 @@ def probe(model: torch.nn.Module, kernels: list[str]) -> list[KernelCost]:
     costs = []
     for kernel in kernels:
         candidate = apply_kernel(copy.deepcopy(model), kernel)
-        costs.append(KernelCost(kernel, *time_forwards(candidate)))
+        step, forwards = time_forward_set(candidate, (PROBE_POSITIONS, ITERATION_POSITIONS))
+        costs.append(KernelCost(kernel, step, forwards[PROBE_POSITIONS], forwards[ITERATION_POSITIONS]))
         del candidate
     return costs
 
@@ -319,7 +350,8 @@ def choose(model: torch.nn.Module, model_name: str, cache: Path | None = None) -
     if path is not None and path.is_file():
         try:
             saved = json.loads(path.read_text())
-            return chosen(tuple(KernelCost(c["kernel"], c["step_ms"], c["score_ms"]) for c in saved["costs"]))
+            return chosen(tuple(KernelCost(c["kernel"], c["step_ms"], c["score_ms"], c.get("iteration_ms"))
+                                for c in saved["costs"]))
         except (OSError, ValueError, KeyError, TypeError):
             pass  # a damaged cache entry: probe again
     choice = chosen(tuple(probe(model, kernels)))
