@@ -13,9 +13,13 @@ P(tau >= j) = 1 - (1 - alpha^j)^K. At K = 1 this is the formula above. Drafts sa
 model are correlated and an exact verifier cannot accept each of them at the full rate, so for
 K > 1 this is an optimistic estimate (a ceiling for the idea, not a prediction for a rule).
 
-Cost: one iteration is one target call (cost 1, the same whatever it verifies: a memory-bound
-call) plus the draft calls, each costing c target calls. K drafts made one after another cost
-K * L * c; made as one batch (K rows per draft call) they cost L * c.
+Cost, in one-token target steps: one iteration is one target call plus the draft calls, each
+costing c steps. K drafts made one after another cost K * L * c; made as one batch (K rows per
+draft call) they cost L * c. The target call scores the K * L drafted positions besides the
+next one, and each extra position costs g steps: 1 + g * K * L (the drafts sharing no prefix,
+the most it scores). g = 0 is a memory-bound call that costs the same whatever it verifies (a
+GPU, a CPU with native bf16 at a few positions); on a CPU whose matrix kernels are compute-bound
+at a few rows, g is what the kernel probe measures (`spectr_gbv.models.cpu_kernel.position_cost`).
 """
 
 from __future__ import annotations
@@ -51,15 +55,24 @@ def single_draft_tokens(alpha: float, draft_length: int) -> float:
     return float(draft_length + 1) if alpha == 1 else (1 - alpha ** (draft_length + 1)) / (1 - alpha)
 
 
-def iteration_cost(num_drafts: int, draft_length: int, cost_ratio: float, batched: bool) -> float:
-    """Cost of one iteration in target calls: 1 + L * c (batched drafts) or 1 + K * L * c (one after another)."""
+def _check_cost(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not 0 <= value <= 10:
+        raise ValueError(f"{name} must be a number in [0, 10], got {value!r}")
+    return float(value)
+
+
+def iteration_cost(num_drafts: int, draft_length: int, cost_ratio: float, batched: bool,
+                   position_cost: float = 0.0) -> float:
+    """Cost of one iteration in one-token target steps: the target call 1 + g K L, plus L c (batched
+    drafts) or K L c (one after another)."""
     _, num_drafts, draft_length = _check(0.5, num_drafts, draft_length)
-    if isinstance(cost_ratio, bool) or not isinstance(cost_ratio, (int, float)) or math.isnan(cost_ratio) \
-            or not 0 <= cost_ratio <= 10:
-        raise ValueError(f"c (draft call cost / target call cost) must be a number in [0, 10], got {cost_ratio!r}")
-    return 1.0 + (1 if batched else num_drafts) * draft_length * float(cost_ratio)
+    c = _check_cost("c (draft call cost / target call cost)", cost_ratio)
+    g = _check_cost("g (cost of each extra scored position, in one-token steps)", position_cost)
+    return 1.0 + g * num_drafts * draft_length + (1 if batched else num_drafts) * draft_length * c
 
 
-def speedup(alpha: float, num_drafts: int, draft_length: int, cost_ratio: float, batched: bool = True) -> float:
-    """Expected speedup over plain target sampling (one token per target call)."""
-    return expected_tokens(alpha, num_drafts, draft_length) / iteration_cost(num_drafts, draft_length, cost_ratio, batched)
+def speedup(alpha: float, num_drafts: int, draft_length: int, cost_ratio: float, batched: bool = True,
+            position_cost: float = 0.0) -> float:
+    """Expected speedup over plain target sampling (one token per one-token step)."""
+    return (expected_tokens(alpha, num_drafts, draft_length)
+            / iteration_cost(num_drafts, draft_length, cost_ratio, batched, position_cost))

@@ -65,6 +65,11 @@ def test_the_note_says_the_class_the_kernel_and_the_ratio():
     timed = KernelChoice("bfloat16", "AVX512-BF16", "some CPU", (KernelCost("bfloat16", 40.0, 38.0, 46.0),))
     assert timed.note() == ("this server: AVX512-BF16, bf16 (oneDNN, packed); scoring 4 positions costs 0.95 one-token "
                             "steps, 9 positions (K = 2, L = 4) 1.15")
+    # the theory's g, each extra scored position's cost: fitted through both forwards, never negative
+    cost = KernelCost("fp16-weights", 30.0, 45.0, 60.0)  # 1.5 steps at 4 positions, 2.0 at 9
+    assert cost.position_cost == pytest.approx((3 * 0.5 + 8 * 1.0) / (3**2 + 8**2))
+    assert KernelCost("bfloat16", 40.0, 38.0, 39.0).position_cost == 0.0
+    assert KernelCost("float32", 50.0, 80.0).position_cost == pytest.approx(0.6 / 3)
     forced = KernelChoice("float32", "AVX2", "some CPU", reason="$SPECTR_GBV_CPU_KERNEL=float32")
     assert forced.note() == "this server: AVX2, fp32 ($SPECTR_GBV_CPU_KERNEL=float32)"
 

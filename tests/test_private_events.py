@@ -120,7 +120,7 @@ def test_the_real_values_still_work_without_gradios_preprocessing(server):
     assert "Generate something first" in answer_of("show_iteration", [None, 3])[0]  # no run in this session yet
     assert answer_of("repeats_for_pair", ["toy", ["sd", "gbv"]]) == [3]  # the Toy world fits the most repeats
     assert answer_of("values_for_axis", ["toy", "L", ["sd"]]) == ["1, 2, 4, 8"]
-    assert "alpha = 0.6, K = 2, L = 4" in answer_of("update", [0.6, 2, 4, 0.1, "one batch (cost L c)"])[0]
+    assert "alpha = 0.6, K = 2, L = 4" in answer_of("update", [0.6, 2, 4, 0.1, "one batch (cost L c)", 0.05])[0]
 
 
 def test_by_name_too_junk_gets_words(server):

@@ -76,11 +76,21 @@ def test_speedup_costs_drafts_batched_or_one_after_another():
     assert theory.speedup(0.7, 3, 4, 0.0) == pytest.approx(tokens)  # free drafts: speedup = tokens per call
 
 
+def test_each_extra_scored_position_costs_g_steps():
+    # the target call scores K L drafted positions besides the next one: 1 + g K L steps
+    tokens = theory.expected_tokens(0.5, 2, 4)
+    assert theory.iteration_cost(2, 4, 0.05, True, position_cost=0.1) == pytest.approx(1 + 0.1 * 8 + 4 * 0.05)
+    assert theory.speedup(0.5, 2, 4, 0.05, True, 0.1) == pytest.approx(tokens / (1 + 0.8 + 0.2))
+    # a compute-bound scoring call makes long drafts lose: the best L shrinks as g grows
+    best = [max(range(1, 17), key=lambda n: theory.speedup(0.5, 1, n, 0.05, True, g)) for g in (0.0, 0.1, 0.3)]
+    assert best == sorted(best, reverse=True) and best[0] > best[-1]
+
+
 @pytest.mark.parametrize("call", [
     lambda: theory.expected_tokens(1.5, 1, 4), lambda: theory.expected_tokens(float("nan"), 1, 4),
     lambda: theory.expected_tokens("0.5", 1, 4), lambda: theory.expected_tokens(0.5, 0, 4),
     lambda: theory.expected_tokens(0.5, 2, 2.5), lambda: theory.speedup(0.5, 2, 2, -1),
-    lambda: theory.expected_tokens(True, 1, 4),
+    lambda: theory.expected_tokens(True, 1, 4), lambda: theory.speedup(0.5, 2, 2, 0.1, True, -0.1),
 ])
 def test_bad_values_get_a_message(call):
     with pytest.raises(ValueError, match="must be"):

@@ -116,3 +116,25 @@ def test_the_playground_answers_at_once_and_refuses_bad_values():
                                          ("wide", True), (0, True)])
 def test_the_sidebar_starts_closed_on_a_narrow_window(width, open_):
     assert screens.sidebar_for_width(width).open is open_
+
+
+def test_the_playground_starts_from_this_servers_measured_costs(monkeypatch):
+    """The button reads g from the default target's kernel probe and alpha, c from the default draft's
+    measurement, and says where each number comes from; the curves then charge each scored position."""
+    from types import SimpleNamespace
+
+    import spectr_gbv.pairs
+    from spectr_gbv.models import cpu_kernel
+    from spectr_gbv.models.cpu_kernel import KernelChoice, KernelCost
+
+    probe = KernelChoice("fp16-weights", "AVX2", "some CPU", (KernelCost("fp16-weights", 30.0, 45.0, 60.0),))
+    pair = SimpleNamespace(target=SimpleNamespace(loaded=SimpleNamespace(kernel=probe)))
+    monkeypatch.setattr(spectr_gbv.pairs, "get_pair", lambda key: pair)
+    alpha, c, g, note = playground.server_costs()
+    assert (alpha, c) == (cpu_kernel.PREDICTION_ALPHA, cpu_kernel.PREDICTION_DRAFT_COST)
+    assert g == round(probe.cost().position_cost, 3) and g > 0.1
+    assert "AVX2, fp16 weights" in note and f"g = {g:g}" in note
+    line, _ = playground.update(alpha, 2, 4, c, playground.BATCHED, g)
+    assert f"{theory.speedup(alpha, 2, 4, c, True, g):.2f}x" in line and f"g = {g:g}" in line
+    pair.target = SimpleNamespace()  # no CPU kernel (a GPU): g stays 0, and the note says why
+    assert playground.server_costs()[2] == 0.0

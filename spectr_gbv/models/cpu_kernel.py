@@ -210,6 +210,17 @@ class KernelCost:
         """Scoring ITERATION_POSITIONS positions, in one-token steps."""
         return None if self.iteration_ms is None else self.iteration_ms / self.step_ms
 
+    @property
+    def position_cost(self) -> float:
+        """g: what each scored position beyond the first adds, in one-token steps (the theory's
+        1 + g K L; `spectr_gbv.theory`), fitted through the probe's forwards: least squares of
+        ratio - 1 on positions - 1, never below 0."""
+        points = [(PROBE_POSITIONS, self.ratio)]
+        if self.iteration_ratio is not None:
+            points.append((ITERATION_POSITIONS, self.iteration_ratio))
+        slope = sum((n - 1) * (r - 1) for n, r in points) / sum((n - 1) ** 2 for n, _ in points)
+        return max(slope, 0.0)
+
     def predicted_tokens_per_second(self) -> float:
         """Speculative decoding's predicted rate with this kernel at the app's default iteration
         (its scoring forward, plus L draft steps; tokens from the single-draft theory)."""
