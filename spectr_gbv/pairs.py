@@ -51,6 +51,8 @@ class Pair:
 DEFAULT_KEY, TOY_KEY, TWO_TOKEN_KEY = "default", "toy", "two-token"
 LAYERED_KEY = "default-layers"  # the same target with the first default, the layered distilled draft
 FIRST_FEATURE_KEY = "default-feature-v1"  # the same target with the first feature draft (final-norm features only)
+FIRST_FUSED_KEY = "default-feature-v2"  # the same target with the first fused feature draft (the previous default)
+PREVIOUS_DEFAULT_KEYS = (LAYERED_KEY, FIRST_FEATURE_KEY, FIRST_FUSED_KEY)
 PAIRS: dict[str, PairInfo] = {
     p.key: p
     for p in [
@@ -58,7 +60,10 @@ PAIRS: dict[str, PairInfo] = {
                  note="Ships with the app: no download. The draft is one layer that reads the target's own "
                       "low, middle and high hidden states (EAGLE-3-style), so a draft step costs a few percent "
                       "of a target step."),
-        PairInfo(FIRST_FEATURE_KEY, "SmolLM2-135M-Instruct + first feature-conditioned draft (offline, the previous default)",
+        PairInfo(FIRST_FUSED_KEY, "SmolLM2-135M-Instruct + first fused feature draft (offline, the previous default)",
+                 note="Same target and the same kind of draft as the default, from its first training (less data, "
+                      "cross-entropy only), stored in int8."),
+        PairInfo(FIRST_FEATURE_KEY, "SmolLM2-135M-Instruct + first feature-conditioned draft (offline, an earlier default)",
                  note="Same target; the first feature draft reads only the target's last hidden states "
                       "(EAGLE-style), stored in int8."),
         PairInfo(LAYERED_KEY, "SmolLM2-135M-Instruct + layered distilled draft (offline, the first default)",
@@ -205,7 +210,7 @@ def _curated_pair(key: str) -> Pair:
         return Pair(info, *two_token_pair(), encode_two, lambda ids: [TWO_TOKEN_WORDS[i] for i in ids], list(TWO_TOKEN_WORDS))
     if key == DEFAULT_KEY:
         return _default_pair()
-    if key in (LAYERED_KEY, FIRST_FEATURE_KEY):
+    if key in PREVIOUS_DEFAULT_KEYS:
         with _LOAD_LOCK:
             return _load_previous_default_pair(key)
     return _hub_pair(info)
@@ -214,11 +219,13 @@ def _curated_pair(key: str) -> Pair:
 @lru_cache(maxsize=None)
 def _load_previous_default_pair(key: str) -> Pair:
     """The default target (shared, not loaded twice) with one of its previous drafts."""
-    from .models.hf import DEFAULT_DRAFT, FIRST_FEATURE_DRAFT_ASSETS, HFModel, feature_draft_model, load_model
+    from .models.hf import (DEFAULT_DRAFT, FIRST_FEATURE_DRAFT_ASSETS, FIRST_FUSED_DRAFT_ASSETS, HFModel,
+                            feature_draft_model, load_model)
 
     default = _default_pair()
-    if key == FIRST_FEATURE_KEY:
-        draft = feature_draft_model(default.target.loaded, FIRST_FEATURE_DRAFT_ASSETS)
+    if key in (FIRST_FEATURE_KEY, FIRST_FUSED_KEY):
+        folder = FIRST_FEATURE_DRAFT_ASSETS if key == FIRST_FEATURE_KEY else FIRST_FUSED_DRAFT_ASSETS
+        draft = feature_draft_model(default.target.loaded, folder)
     else:
         draft = HFModel(load_model(DEFAULT_DRAFT, device=default.target.device, dtype=default.target.model.dtype),
                         default.target.vocab_size)

@@ -55,11 +55,12 @@ def test_a_restricted_draft_keeps_greedy_equality(restricted_pair, method):
 def test_every_shipped_draft_fits_in_25_mb_together_and_the_previous_ones_are_int8():
     from spectr_gbv.models import weight_store
     from spectr_gbv.models.feature_draft import WEIGHTS_FILE
-    from spectr_gbv.models.hf import FIRST_FEATURE_DRAFT_ASSETS
+    from spectr_gbv.models.hf import FEATURE_DRAFT_ASSETS, FIRST_FEATURE_DRAFT_ASSETS, FIRST_FUSED_DRAFT_ASSETS
 
     assert sum(f.stat().st_size for f in DRAFT_ASSETS.rglob("*") if f.is_file()) <= 25 * 2**20
-    assert weight_store.is_int8(DRAFT_ASSETS / DRAFT_WEIGHTS)
-    assert weight_store.is_int8(FIRST_FEATURE_DRAFT_ASSETS / WEIGHTS_FILE)
+    for weights in (DRAFT_ASSETS / DRAFT_WEIGHTS, FIRST_FEATURE_DRAFT_ASSETS / WEIGHTS_FILE,
+                    FIRST_FUSED_DRAFT_ASSETS / WEIGHTS_FILE, FEATURE_DRAFT_ASSETS / WEIGHTS_FILE):
+        assert weight_store.is_int8(weights), weights  # the default too: int8 rows cost it 0.0003 of alpha
 
 
 def test_the_shipped_draft_is_small_and_loads_as_an_ordinary_model():
@@ -103,9 +104,11 @@ def test_the_layered_draft_stays_selectable_and_shares_the_tokenizer():
 
 
 def test_the_app_offers_every_draft_of_the_default_target_sharing_one_target():
-    from spectr_gbv.pairs import DEFAULT_KEY, FIRST_FEATURE_KEY, LAYERED_KEY, get_pair
+    from spectr_gbv.pairs import DEFAULT_KEY, FIRST_FEATURE_KEY, FIRST_FUSED_KEY, LAYERED_KEY, get_pair
 
     feature, first, layered = get_pair(DEFAULT_KEY), get_pair(FIRST_FEATURE_KEY), get_pair(LAYERED_KEY)
-    assert feature.target is layered.target is first.target  # loaded once
+    fused = get_pair(FIRST_FUSED_KEY)
+    assert feature.target is layered.target is first.target is fused.target  # loaded once
+    assert fused.draft.feature_layers == feature.draft.feature_layers and fused.draft.head is not feature.draft.head
     assert getattr(feature.draft, "needs_features", False) and not getattr(layered.draft, "needs_features", False)
     assert first.draft.needs_features and first.draft.feature_layers == () and "last hidden states" in first.draft.name

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from spectr_gbv import AUTOREGRESSIVE
-from spectr_gbv.pairs import DEFAULT_KEY, FIRST_FEATURE_KEY, LAYERED_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY
+from spectr_gbv.pairs import DEFAULT_KEY, FIRST_FEATURE_KEY, FIRST_FUSED_KEY, LAYERED_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY
 
 from ..serving import limits as limits_module
 
@@ -56,6 +56,8 @@ class PairCost:
 PAIR_COSTS: dict[str, PairCost] = {
     DEFAULT_KEY: PairCost(alpha=0.472, step_s=0.06, iteration_s=0.06, position_s=0.006, draft_step_s=0.012,
                           prefill_s=0.15),
+    FIRST_FUSED_KEY: PairCost(alpha=0.472, step_s=0.06, iteration_s=0.06, position_s=0.006, draft_step_s=0.012,
+                              prefill_s=0.15),
     FIRST_FEATURE_KEY: PairCost(alpha=0.377, step_s=0.06, iteration_s=0.06, position_s=0.006, draft_step_s=0.012,
                                 prefill_s=0.15),
     LAYERED_KEY: PairCost(alpha=0.40, step_s=0.06, iteration_s=0.06, position_s=0.006, draft_step_s=0.03,
