@@ -68,10 +68,22 @@ def inverse_cdf_rows(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tenso
     per token (2.2 ms a call on one core; issue 22's profile)."""
     cdf = probs.to(torch.float64).cumsum(-1)  # float64: the drawn law is probs / sum(probs), as verified
     quantiles = uniforms.reshape(-1, 1).to(torch.float64) * cdf[:, -1:]
+    # the first index whose cumulative mass exceeds the quantile: cdf rises there, so its token has
+    # positive probability (a zero adds nothing to a float sum)
     index = torch.searchsorted(cdf, quantiles, right=True)[:, 0]
-    positive = probs > 0
-    last_positive = probs.shape[-1] - 1 - torch.flip(positive, dims=[-1]).to(torch.int8).argmax(-1)
-    return torch.minimum(index, last_positive)
+    # The quantile can round up to the total: the index is then past the end, and the last token
+    # of positive probability is drawn instead. On a GPU that is computed for every row (no host
+    # synchronisation while drafting); on the CPU only for such rows (a third of the time saved).
+    if probs.device.type == "cpu":
+        past = index >= probs.shape[-1]
+        if bool(past.any()):
+            index[past] = _last_positive(probs[past])
+        return index
+    return torch.minimum(index, _last_positive(probs))
+
+
+def _last_positive(probs: torch.Tensor) -> torch.Tensor:
+    return probs.shape[-1] - 1 - torch.flip(probs > 0, dims=[-1]).to(torch.int8).argmax(-1)
 
 
 def sample_rows(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:

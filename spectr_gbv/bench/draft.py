@@ -60,10 +60,10 @@ def feature_draft_first_logits(target, draft, prompt_ids: list[int], continuatio
     with torch.inference_mode():
         out = target.model.base_model(torch.tensor([ids[:-1]], device=target.device),
                                       output_hidden_states=bool(draft.feature_layers))
-        features = target_features(out, draft.feature_layers)[0].to(draft.embedding.dtype)
+        features = target_features(out, draft.feature_layers)[0].to(draft.dtype)
         tokens = torch.tensor(ids[1:], device=target.device)
         start = len(prompt_ids) - 2  # the entry that drafts continuation token 0
-        g = draft.head.unrolled(features, draft.embedding[tokens], 1, start)[0][: len(continuation)]
+        g = draft.head.unrolled(features, draft.embedding[tokens].to(draft.dtype), 1, start)[0][: len(continuation)]
         return draft.logits(g)
 
 

@@ -283,14 +283,17 @@ class FeatureDraftModel:
 
     def __init__(self, head: FeatureDraftHead, embedding: torch.Tensor, output_weight: torch.Tensor,
                  output_token_ids: Sequence[int], vocab_size: int, eos_token_id: int | None, name: str,
-                 max_positions: int | None = None):
+                 max_positions: int | None = None, dtype: torch.dtype | None = None):
+        """`dtype`: what the head computes in (default: the embedding's). The embedding stays the
+        target's, shared: its looked-up rows and the target's features are cast to `dtype`."""
         self.head = head
         self.device = embedding.device
-        dtype = embedding.dtype
+        dtype = dtype or embedding.dtype
+        self.dtype = dtype
         self.head.to(self.device, dtype)
         self.embedding = embedding  # the target's, shared
         self.output_token_ids = torch.tensor(list(output_token_ids), dtype=torch.long, device=self.device)
-        self.output_head = output_weight[self.output_token_ids].detach().contiguous()
+        self.output_head = output_weight[self.output_token_ids].detach().to(dtype).contiguous()
         self.vocab_size = vocab_size
         self.eos_token_id = eos_token_id
         self.name = name
@@ -350,7 +353,7 @@ class FeatureDraftSession:
     def add_features(self, features: torch.Tensor) -> None:
         """The target's features of the next committed positions (from its scoring forward)."""
         if features.shape[0]:
-            self.features.append(features.to(self.model.device, self.model.embedding.dtype))
+            self.features.append(features.to(self.model.device, self.model.dtype))
             self.feature_count += features.shape[0]
 
     @torch.inference_mode()
@@ -368,7 +371,7 @@ class FeatureDraftSession:
         offset = self.feature_count - features.shape[0]  # position of features[0]
         new = features[first - offset : last + 1 - offset]
         tokens = torch.tensor(self.tokens[first + 1 : last + 2], device=model.device)
-        x = head.entry_inputs(new, model.embedding[tokens])[None]
+        x = head.entry_inputs(new, model.embedding[tokens].to(model.dtype))[None]
         positions = torch.arange(first, last + 1, device=model.device)
         q, k, v = head.qkv(x, positions)
         self.keys = k if self.keys is None else torch.cat([self.keys, k], dim=2)
@@ -388,7 +391,7 @@ class FeatureDraftSession:
         model, head = self.model, self.model.head
         rows = tokens.shape[0]
         depth = 0 if self.branch_keys is None else self.branch_keys.shape[2]
-        x = head.entry_inputs(self.last_feature[:, None], model.embedding[tokens.to(model.device)][:, None])
+        x = head.entry_inputs(self.last_feature[:, None], model.embedding[tokens.to(model.device)][:, None].to(model.dtype))
         q, k, v = head.qkv(x, torch.tensor([self.entries + depth], device=model.device))
         self.branch_keys = k if self.branch_keys is None else torch.cat([self.branch_keys, k], dim=2)
         self.branch_values = v if self.branch_values is None else torch.cat([self.branch_values, v], dim=2)

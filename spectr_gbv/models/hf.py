@@ -304,9 +304,11 @@ def feature_draft_model(target: LoadedModel, folder: Path) -> "FeatureDraftModel
     name = f"feature-conditioned draft (1 layer on the target's {read}, {len(output_ids)}-token head)"
     embedding = target.model.get_input_embeddings().weight.detach()
     output = cpu_kernel.output_weight(target.model)
+    fp16_weights = _draft_in_fp16_weights(target)
     draft = FeatureDraftModel(head, embedding, output, output_ids, len(target.tokenizer), target.tokenizer.eos_token_id,
-                              name, getattr(target.model.config, "max_position_embeddings", None))
-    if _draft_in_fp16_weights(target):
+                              name, getattr(target.model.config, "max_position_embeddings", None),
+                              dtype=torch.float32 if fp16_weights else None)
+    if fp16_weights:
         draft.use_fp16_weights()
     elif target.kernel is not None and target.kernel.kernel == "bfloat16":
         draft.use_packed_weights()
@@ -314,15 +316,16 @@ def feature_draft_model(target: LoadedModel, folder: Path) -> "FeatureDraftModel
 
 
 def _draft_in_fp16_weights(target: LoadedModel) -> bool:
-    """Whether the feature draft runs in fbgemm fp16 weights: beside a CPU target in fp16 weights or fp32,
-    where the CPU has fbgemm. A draft step is memory-bound: in fp32 it is a fifth of an fp16-weight
-    target's step and a tenth of an fp32 one's, in fp16 weights about a twentieth (assets/results/
-    default_draft.md). Beside a bf16 target it stays in bf16, already a twentieth."""
+    """Whether the feature draft runs in fbgemm fp16 weights (fp32 activations): beside any CPU target
+    whose kernel was chosen (fp32, fp16 weights or bf16), where the CPU has fbgemm. A draft step is
+    memory-bound: in fp32 it is a fifth of an fp16-weight target's step, in fp16 weights about a
+    twentieth (assets/results/default_draft.md). In bf16 it was slower still, about 4 ms a step
+    against 1.5 (CPU elementwise work in bf16), so beside a bf16 target it takes the target's bf16
+    features and embedding rows in fp32. The draft is not the target: this changes its proposals only."""
     from . import cpu_kernel
 
     choice = target.kernel
-    return (choice is not None and choice.kernel in ("fp16-weights", "float32")
-            and "fp16-weights" in cpu_kernel.candidates(cpu_kernel.cpu_flags()))
+    return choice is not None and "fp16-weights" in cpu_kernel.candidates(cpu_kernel.cpu_flags())
 
 
 def load_pair(
