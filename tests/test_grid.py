@@ -240,7 +240,11 @@ def test_the_handoff_story_reads_every_real_iteration():
 
     target, draft = toy_pair()
     kinds = set()
-    for seed in range(12):
+    # Offers are rare in the Toy world (about one iteration in 20 at K = 3, L = 3) and taken in about
+    # half of those: read seeded runs until both stories have been read, on 12 runs at least.
+    for seed in range(400):
+        if kinds >= {"taken", "alone"} and seed >= 12:
+            break
         run = generate(target, draft, encode("the cat"), method="as_bv_handoff", num_drafts=3, draft_length=3,
                        temperature=1.0, max_new_tokens=12, seed=seed)
         for it in run.iterations:

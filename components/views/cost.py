@@ -50,11 +50,12 @@ class PairCost:
 # The default pair (SmolLM2-135M, fp16-weights kernel, the feature draft): AR 40 tokens 2.25 s,
 # AS-BV+H at K = 2, L = 4 13 iterations in 2.2 s, a 3-token fidelity run 0.30 s, an exact-law
 # scoring call 0.15 s (measured with a training job on the other core). alpha is the draft's
-# held-out 0.472 (assets/results/default_draft.md; the first feature draft's 0.377), lower than
+# held-out 0.50 (assets/results/default_draft.md; the first fused draft's 0.472, the first feature
+# draft's 0.377), lower than
 # on the example prompts: the estimate errs long. The teaching pairs are lookup tables: an
 # iteration is Python.
 PAIR_COSTS: dict[str, PairCost] = {
-    DEFAULT_KEY: PairCost(alpha=0.472, step_s=0.06, iteration_s=0.06, position_s=0.006, draft_step_s=0.012,
+    DEFAULT_KEY: PairCost(alpha=0.50, step_s=0.06, iteration_s=0.06, position_s=0.006, draft_step_s=0.012,
                           prefill_s=0.15),
     FIRST_FUSED_KEY: PairCost(alpha=0.472, step_s=0.06, iteration_s=0.06, position_s=0.006, draft_step_s=0.012,
                               prefill_s=0.15),

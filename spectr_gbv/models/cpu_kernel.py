@@ -66,7 +66,7 @@ PROBE_VERSION = 3  # bumped when a candidate or what is timed changes, so old pr
 # as a fraction of a target step, at the app's default draft length. Tokens per iteration come
 # from the single-draft theory at that alpha, a lower bound for K = 2; they are the same for every
 # kernel, so the choice depends on the iteration's time alone.
-PREDICTION_ALPHA = 0.476
+PREDICTION_ALPHA = 0.50
 PREDICTION_DRAFT_COST = 0.06
 PREDICTION_DRAFT_LENGTH = 4
 

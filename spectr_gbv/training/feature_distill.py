@@ -290,7 +290,7 @@ def main() -> None:
         "base": "default", "hidden_size": shape.hidden_size, "vocab_size": len(tokenizer),
         "tokenizer": tokenizer_fingerprint(tokenizer), "output_tokens": len(output_ids),
         "init_layer": INIT_LAYER, "depth": args.depth, "depth_weight": DEPTH_WEIGHT, "lr": args.lr,
-        "epochs": len(history), "cycles": ([len(earlier)] if earlier else []) + [args.epochs], "seed": args.seed, "data": [Path(p).name for p in paths],
+        "epochs": len(history), "cycles": ([len(earlier)] if earlier else []) + [len(history) - len(earlier)],  # epochs done per run "seed": args.seed, "data": [Path(p).name for p in paths],
         "sequences": len(records), "validation_sequences": len(validation),
         "continuation_tokens": sum(r["top_ids"].shape[0] for r in records),
         "history": history, "train_seconds": round(time.time() - started), "torch": torch.__version__,
