@@ -223,9 +223,9 @@ def _load_previous_default_pair(key: str) -> Pair:
                             feature_draft_model, load_model)
 
     default = _default_pair()
-    if key in (FIRST_FEATURE_KEY, FIRST_FUSED_KEY):
-        folder = FIRST_FEATURE_DRAFT_ASSETS if key == FIRST_FEATURE_KEY else FIRST_FUSED_DRAFT_ASSETS
-        draft = feature_draft_model(default.target.loaded, folder)
+    feature_folders = {FIRST_FEATURE_KEY: FIRST_FEATURE_DRAFT_ASSETS, FIRST_FUSED_KEY: FIRST_FUSED_DRAFT_ASSETS}
+    if key in feature_folders:
+        draft = feature_draft_model(default.target.loaded, feature_folders[key])
     else:
         draft = HFModel(load_model(DEFAULT_DRAFT, device=default.target.device, dtype=default.target.model.dtype),
                         default.target.vocab_size)

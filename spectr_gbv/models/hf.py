@@ -274,17 +274,15 @@ FIRST_FEATURE_DRAFT = "first-feature-draft"
 FIRST_FEATURE_DRAFT_ASSETS = DRAFT_ASSETS / "feature_v1"
 FIRST_FUSED_DRAFT = "first-fused-draft"
 FIRST_FUSED_DRAFT_ASSETS = DRAFT_ASSETS / "feature_v2"
+SHIPPED_FEATURE_DRAFTS = {DEFAULT_FEATURE_DRAFT: FEATURE_DRAFT_ASSETS, FIRST_FEATURE_DRAFT: FIRST_FEATURE_DRAFT_ASSETS,
+                          FIRST_FUSED_DRAFT: FIRST_FUSED_DRAFT_ASSETS}
 
 
 def _feature_draft_folder(draft: str | None) -> Path | None:
     from .feature_draft import META_FILE
 
-    if draft == DEFAULT_FEATURE_DRAFT:
-        return FEATURE_DRAFT_ASSETS
-    if draft == FIRST_FEATURE_DRAFT:
-        return FIRST_FEATURE_DRAFT_ASSETS
-    if draft == FIRST_FUSED_DRAFT:
-        return FIRST_FUSED_DRAFT_ASSETS
+    if draft in SHIPPED_FEATURE_DRAFTS:
+        return SHIPPED_FEATURE_DRAFTS[draft]
     if draft is not None and (Path(draft) / META_FILE).is_file():
         return Path(draft)
     return None

@@ -40,13 +40,9 @@ def main() -> None:
     for folder in map(Path, args.drafts):
         head, _ = load_feature_draft_head(folder, target.model.config, target.tokenizer, "default")
         ids = json.loads((folder / OUTPUT_TOKEN_IDS_FILE).read_text())
-        token_index = torch.full((len(target.tokenizer),), -1, dtype=torch.long)
-        token_index[ids] = torch.arange(len(ids))
+        token_index = feature_distill.head_token_index(len(target.tokenizer), ids)
         output = target.model.get_output_embeddings().weight[ids].detach()
-        alphas = []
-        for t in TEMPERATURES:
-            found = [feature_distill.acceptance(head, embedding, output, r, token_index, t) for r in records]
-            alphas.append(sum(a for a, _ in found) / sum(n for _, n in found))
+        alphas = [feature_distill.mean_acceptance(head, embedding, output, records, token_index, t) for t in TEMPERATURES]
         print(f"| {folder} | " + " | ".join(f"{a:.4f}" for a in alphas) + " |", flush=True)
 
 

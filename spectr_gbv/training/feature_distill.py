@@ -45,13 +45,18 @@ def from_chunk(sample: dict, fused: bool) -> dict:
     return sample | {"features": chosen, "top_ids": sample["top_ids"].long(), "top_probs": sample["top_probs"].float()}
 
 
+def chunk_paths(patterns: list[str]) -> list[str]:
+    """The files the glob patterns match, sorted (chunk order is file order)."""
+    return sorted(p for pattern in patterns for p in glob.glob(pattern))
+
+
 def load_chunks(patterns: list[str], fused: bool, training: bool = True) -> list[dict]:
     """Every sequence of the matching chunks, in file order; for training (the default), none from
     a held-out conversation (refused). Validation reads held-out chunks with `training=False`."""
     from .draft_data import is_trainable
 
     samples = []
-    for path in sorted(p for pattern in patterns for p in glob.glob(pattern)):
+    for path in chunk_paths(patterns):
         for sample in torch.load(path):
             if training and not is_trainable(sample):
                 raise SystemExit(f"{path} holds a held-out or measured prompt ({sample.get('key')}): not training on it")
@@ -76,6 +81,12 @@ def training_record(sample: dict) -> dict | None:
     }
 
 
+def tempered(top_probs: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The target's stored top-k law [N, k] at `temperature`, renormalised over the k (float64)."""
+    sharpened = top_probs.double() ** (1 / temperature)
+    return sharpened / sharpened.sum(-1, keepdim=True)
+
+
 def record_losses(head: FeatureDraftHead, embedding: torch.Tensor, output: torch.Tensor, record: dict,
                   token_index: torch.Tensor, depth: int, tv_weight: float = 0.0) -> list[torch.Tensor]:
     """Per depth, the mean cross-entropy to the target at every entry that has a teacher, plus
@@ -93,8 +104,7 @@ def record_losses(head: FeatureDraftHead, embedding: torch.Tensor, output: torch
     inside = restricted >= 0
     weights = torch.where(inside, record["top_probs"], 0.0)
     if tv_weight:
-        sharpened = record["top_probs"].double() ** (1 / TV_TEMPERATURE)
-        teacher_t = (sharpened / sharpened.sum(-1, keepdim=True)).float()
+        teacher_t = tempered(record["top_probs"], TV_TEMPERATURE).float()
     losses = []
     for d, g in enumerate(outputs, start=1):
         lo = max(first, d - 1)  # depth d needs d - 1 earlier entries
@@ -119,11 +129,23 @@ def acceptance(head, embedding, output, record, token_index, temperature: float 
         g = head.unrolled(record["features"].float(), embedding[record["tokens"]], 1, first)[0]
         logits = g[:n] @ output.T / temperature
         p = torch.softmax(logits, dim=-1)
-        q = record["top_probs"].double() ** (1 / temperature)
-        q = (q / q.sum(-1, keepdim=True)).float()
+        q = tempered(record["top_probs"], temperature).float()
         restricted = token_index[record["top_ids"]]
         p_at = torch.where(restricted >= 0, p.gather(-1, restricted.clamp(min=0)), 0.0)
         return torch.minimum(p_at, q).sum().item(), n
+
+
+def mean_acceptance(head, embedding, output, records, token_index, temperature: float = 0.7) -> float:
+    """`acceptance` pooled over every teacher position of `records` (0 when there is none)."""
+    accepted = [acceptance(head, embedding, output, r, token_index, temperature) for r in records]
+    return sum(a for a, _ in accepted) / max(sum(n for _, n in accepted), 1)
+
+
+def head_token_index(vocab_size: int, output_ids: list[int]) -> torch.Tensor:
+    """[vocab_size]: each token's row in the restricted head, -1 for a token outside it."""
+    token_index = torch.full((vocab_size,), -1, dtype=torch.long)
+    token_index[output_ids] = torch.arange(len(output_ids))
+    return token_index
 
 
 def train(head, embedding, output, records, validation, token_index, epochs: int, depth: int, lr: float, seed: int,
@@ -169,8 +191,7 @@ def train(head, embedding, output, records, validation, token_index, epochs: int
             for r in validation:
                 for d, value in enumerate(record_losses(head, embedding, output, r, token_index, depth)):
                     val[d] += value.item()
-        accepted = [acceptance(head, embedding, output, r, token_index) for r in validation]
-        alpha = sum(a for a, _ in accepted) / max(sum(n for _, n in accepted), 1)
+        alpha = mean_acceptance(head, embedding, output, validation, token_index)
         entry = {"epoch": epoch + 1, "train_loss": [t / len(records) for t in totals],
                  "validation_loss": [v / max(len(validation), 1) for v in val], "validation_alpha_t07": alpha,
                  "seconds": round(time.time() - started)}
@@ -240,10 +261,10 @@ def main() -> None:
     loaded = load_model("default", device="cpu", dtype=torch.float32)
     target, tokenizer = loaded.model, loaded.tokenizer
     if args.chunks:
-        paths = sorted(p for pattern in args.chunks for p in glob.glob(pattern))
+        paths = chunk_paths(args.chunks)
         samples = load_chunks(args.chunks, args.fused)
     else:
-        paths = sorted(p for pattern in args.data for p in glob.glob(pattern))
+        paths = chunk_paths(args.data)
         samples = [s for path in paths for s in torch.load(path)]
     if not paths:
         raise SystemExit(f"no data matches {args.chunks or args.data}; sample it with python -m spectr_gbv.training.draft_data")
@@ -261,8 +282,7 @@ def main() -> None:
 
         special = [t for t in (tokenizer.eos_token_id, tokenizer.bos_token_id) if t is not None]
         output_ids = choose_output_tokens(records, len(tokenizer), special, args.head_tokens)
-    token_index = torch.full((len(tokenizer),), -1, dtype=torch.long)
-    token_index[output_ids] = torch.arange(len(output_ids))
+    token_index = head_token_index(len(tokenizer), output_ids)
     embedding = target.get_input_embeddings().weight.detach()
     output = target.get_output_embeddings().weight[output_ids].detach()
     from .draft_data import FEATURE_LAYERS
@@ -290,12 +310,13 @@ def main() -> None:
         "base": "default", "hidden_size": shape.hidden_size, "vocab_size": len(tokenizer),
         "tokenizer": tokenizer_fingerprint(tokenizer), "output_tokens": len(output_ids),
         "init_layer": INIT_LAYER, "depth": args.depth, "depth_weight": DEPTH_WEIGHT, "lr": args.lr,
-        "epochs": len(history), "cycles": ([len(earlier)] if earlier else []) + [len(history) - len(earlier)],  # epochs done per run "seed": args.seed, "data": [Path(p).name for p in paths],
+        "epochs": len(history), "seed": args.seed, "data": [Path(p).name for p in paths],
+        "cycles": ([len(earlier)] if earlier else []) + [len(history) - len(earlier)],  # epochs done per run
         "sequences": len(records), "validation_sequences": len(validation),
         "continuation_tokens": sum(r["top_ids"].shape[0] for r in records),
         "history": history, "train_seconds": round(time.time() - started), "torch": torch.__version__,
         "stored_dtype": "float16", "warm_start": args.warm_start, "bf16_autocast": args.bf16, "batch": args.batch, "tv_weight": args.tv_weight,
-        "validation_data": [Path(p).name for p in sorted(p for q in args.validation_chunks or [] for p in glob.glob(q))],
+        "validation_data": [Path(p).name for p in chunk_paths(args.validation_chunks or [])],
         }
 
     out = Path(args.out)

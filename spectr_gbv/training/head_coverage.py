@@ -11,7 +11,6 @@ sampled chunks (their top-64, renormalised at temperature T, as `feature_distill
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 from pathlib import Path
 
@@ -23,9 +22,9 @@ TEMPERATURES = (0.4, 0.7, 1.0)
 def mass_outside(top_ids: torch.Tensor, top_probs: torch.Tensor, in_head: torch.Tensor, temperature: float) -> torch.Tensor:
     """Per position [N], the target's mass outside the head at `temperature`: top_probs [N, k] over
     top_ids [N, k], renormalised over the k at that temperature; in_head [V] bool."""
-    q = top_probs.double() ** (1 / temperature)
-    q = q / q.sum(-1, keepdim=True)
-    return (q * ~in_head[top_ids]).sum(-1)
+    from .feature_distill import tempered
+
+    return (tempered(top_probs, temperature) * ~in_head[top_ids]).sum(-1)
 
 
 def coverage(paths: list[str], head_ids: list[int], vocab_size: int) -> dict:
@@ -53,9 +52,10 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=49152)
     args = parser.parse_args()
     from ..models.hf import OUTPUT_TOKEN_IDS_FILE
+    from .feature_distill import chunk_paths
 
     head_ids = json.loads((Path(args.draft) / OUTPUT_TOKEN_IDS_FILE).read_text())
-    paths = sorted(p for pattern in args.chunks for p in glob.glob(pattern))
+    paths = chunk_paths(args.chunks)
     found = coverage(paths, head_ids, args.vocab_size)
     print(f"{len(head_ids):,}-token head of {args.draft}, {found['positions']:,} positions of {len(paths)} chunk(s); "
           f"the stored top-k carries {found['top_k_mass']:.4f} of the target's mass")
