@@ -231,12 +231,13 @@ class DecodeRun:
         return propose(self.config, num_drafts, self.target_session, self.draft_session, self.generators[0],
                        self.target.device, self.draft.device)
 
-    def commit(self, branch: int, tokens: list[int]) -> list[int]:
-        """Make an iteration's tokens context (capped, cut after EOS); returns those emitted."""
+    def commit(self, branch: int, tokens: list[int], drafted: list[int] | None = None) -> list[int]:
+        """Make an iteration's tokens context (capped, cut after EOS); returns those emitted.
+        `drafted`: the branch's drafted block, when the caller has read it already."""
         emitted, at_eos = _emit(tokens, self.remaining, self.target.eos_token_id)
         self.target_session.commit(branch, emitted)
         if self.draft_session is not None:
-            self.draft_session.commit(branch, emitted)
+            self.draft_session.commit(branch, emitted, drafted)
             if self.feed_features:  # the committed positions' features, from the scoring forward just run
                 self.draft_session.add_features(self.target_session.take_features())
         self.produced += len(emitted)
@@ -248,8 +249,15 @@ class DecodeRun:
 def decode_iterations(
     target: LanguageModel, draft: LanguageModel | None, prompt_ids: Sequence[int], config: DecodeConfig
 ) -> Iterator[IterationRecord]:
-    """Yield one record per target call as decoding proceeds (for streaming UIs)."""
-    run = DecodeRun(target, draft, prompt_ids, config)
+    """Yield one record per target call as decoding proceeds (for streaming UIs). The run
+    starts (and its settings are checked) on the first `next`."""
+    yield from run_iterations(DecodeRun(target, draft, prompt_ids, config))
+
+
+def run_iterations(run: DecodeRun) -> Iterator[IterationRecord]:
+    """The detailed loop over a started run: every iteration's full record (drafts, tests,
+    the final distribution's top tokens), what the explorer and the charts draw."""
+    config, target, draft = run.config, run.target, run.draft
     while run.remaining > 0:
         if run.draft_session is None:
             record = autoregressive_iteration(run.index, config, run.target_session, run.generators[0], target.device)
@@ -260,6 +268,71 @@ def decode_iterations(
             branch = result.winning_draft or 0
         emitted = run.commit(branch, [*record.accepted_tokens, record.final_token])
         yield replace(record, emitted=emitted)
+
+
+# ----------------------------------------------------------------------------- the lean loop
+
+
+@dataclass(frozen=True)
+class LeanStep:
+    """What the lean loop keeps of one target call: the tokens it emitted and tau."""
+
+    emitted: list[int]
+    num_accepted: int
+
+
+def lean_iterations(
+    target: LanguageModel, draft: LanguageModel | None, prompt_ids: Sequence[int], config: DecodeConfig
+) -> Iterator[LeanStep]:
+    """`decode_iterations` without the records: one `LeanStep` per target call."""
+    yield from run_lean(DecodeRun(target, draft, prompt_ids, config))
+
+
+def run_lean(run: DecodeRun) -> Iterator[LeanStep]:
+    """The lean loop over a started run. Per iteration it reads the host once for the drafts
+    (the target session builds its token trie from them) and once for the decision (winner,
+    tau, final token and the winner's block, in one copy), for every method with a tensor
+    `decide`; a method without one runs its `verify`, which reads as it goes. No record, no
+    theory line, no copy of a distribution leaves the device."""
+    config = run.config
+    spec = None if run.draft_session is None else METHODS[config.method]
+    while run.remaining > 0:
+        if spec is None:
+            probs = logits_to_probs(run.target_session.branch_logits(1), config.temperature, config.top_k, config.top_p)
+            token = sample_rows(probs, run.generators[0]).tolist()  # the one read of a plain step
+            yield LeanStep(run.commit(0, token), 0)
+            continue
+        proposal = run.propose(config.effective_num_drafts)
+        inp = VerifyInput.trusted(proposal.draft_tokens, proposal.draft_probs, proposal.target_probs)
+        if spec.decide is not None:
+            winner, tau, final, *block = spec.decide(inp, run.generators[1]).tolist()  # the decision, one read
+            yield LeanStep(run.commit(winner, [*block[:tau], final], drafted=block), tau)
+        else:
+            result = spec.verify(inp, TorchRandomness(run.generators[1]))
+            yield LeanStep(run.commit(result.winning_draft or 0, result.tokens), result.num_accepted)
+
+
+@dataclass(frozen=True)
+class LeanRun:
+    """The lean mode's result: the tokens, and each target call's accepted count."""
+
+    config: DecodeConfig
+    prompt_ids: list[int]
+    tokens: list[int]
+    accepted: list[int]  # tau per target call (0 for plain decoding)
+    stopped_at_eos: bool
+
+    @property
+    def target_calls(self) -> int:
+        return len(self.accepted)
+
+    @property
+    def block_efficiency(self) -> float:
+        return len(self.tokens) / max(self.target_calls, 1)
+
+    @property
+    def mean_accepted(self) -> float:
+        return sum(self.accepted) / max(self.target_calls, 1)
 
 
 def generate(
@@ -276,17 +349,36 @@ def generate(
     top_p: float | None = None,
     with_theory: bool = True,
     on_iteration: Callable[[IterationRecord], None] | None = None,
-) -> RunRecord:
+    detail: bool = True,
+) -> RunRecord | LeanRun:
     """Decode `max_new_tokens` tokens (fewer at end-of-sequence) with `method`; return the run record.
 
     `on_iteration`, if given, sees every iteration record as it is produced; raising from it
     stops the run (the app uses it for per-request time budgets).
+
+    `detail=False` is the lean mode: a `LeanRun` (tokens, target calls, each iteration's tau)
+    and no distributions, records or theory line; the same tokens for the same seed. It is
+    the mode to time (`spectr_gbv.bench`).
     """
     config = DecodeConfig(
         method=method, num_drafts=num_drafts, draft_length=draft_length, temperature=temperature,
-        top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, with_theory=with_theory,
+        top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, with_theory=with_theory and detail,
     )
+    if not detail:
+        return generate_lean(target, draft, prompt_ids, config)
     return generate_config(target, draft, prompt_ids, config, on_iteration)
+
+
+def generate_lean(target: LanguageModel, draft: LanguageModel | None, prompt_ids: Sequence[int],
+                  config: DecodeConfig) -> LeanRun:
+    """The lean mode for a ready DecodeConfig (see `generate`)."""
+    tokens: list[int] = []
+    accepted: list[int] = []
+    for step in lean_iterations(target, draft, prompt_ids, config):
+        tokens += step.emitted
+        accepted.append(step.num_accepted)
+    stopped = target.eos_token_id is not None and bool(tokens) and tokens[-1] == target.eos_token_id
+    return LeanRun(config, list(prompt_ids), tokens, accepted, stopped)
 
 
 def generate_config(

@@ -65,31 +65,29 @@ def inverse_cdf_rows(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tenso
 
     The engine draws its drafts and plain decoding's tokens this way: at V ~ 50k one cumulative
     sum and a binary search cost about a tenth of `torch.multinomial`, which draws an exponential
-    per token (2.2 ms a call on one core; issue 22's profile)."""
+    per token (2.2 ms a call on one core)."""
     cdf = probs.to(torch.float64).cumsum(-1)  # float64: the drawn law is probs / sum(probs), as verified
     quantiles = uniforms.reshape(-1, 1).to(torch.float64) * cdf[:, -1:]
     # the first index whose cumulative mass exceeds the quantile: cdf rises there, so its token has
     # positive probability (a zero adds nothing to a float sum)
     index = torch.searchsorted(cdf, quantiles, right=True)[:, 0]
-    # The quantile can round up to the total: the index is then past the end, and the last token
-    # of positive probability is drawn instead. On a GPU that is computed for every row (no host
-    # synchronisation while drafting); on the CPU only for such rows (a third of the time saved).
-    if probs.device.type == "cpu":
-        past = index >= probs.shape[-1]
-        if bool(past.any()):
-            index[past] = _last_positive(probs[past])
-        return index
-    return torch.minimum(index, _last_positive(probs))
+    # The quantile can round up to the total: the index is then past the end. It is capped at
+    # the first index whose cumulative mass reaches the total, a token of positive probability
+    # (the sum rises there) and, unless a trailing mass too small to change a float64 sum was
+    # absorbed, the last one. Device-side, with no host read on any device.
+    reached = torch.searchsorted(cdf, cdf[:, -1:].contiguous(), right=False)[:, 0]
+    return torch.minimum(index, reached)
 
 
-def _last_positive(probs: torch.Tensor) -> torch.Tensor:
-    return probs.shape[-1] - 1 - torch.flip(probs > 0, dims=[-1]).to(torch.int8).argmax(-1)
+def torch_uniforms(generator: torch.Generator, n: int, device: torch.device) -> torch.Tensor:
+    """n uniforms from `generator`, float64 on its device, moved to `device`: what
+    `TorchRandomness` draws, and what the tensor rules (`MethodSpec.decide`) draw in its place."""
+    return torch.rand(n, generator=generator, dtype=torch.float64, device=generator.device).to(device)
 
 
 def sample_rows(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One token per row of probs [R, V], from the uniforms of `generator` (float64, as TorchRandomness)."""
-    uniforms = torch.rand(probs.shape[0], generator=generator, dtype=torch.float64, device=generator.device)
-    return inverse_cdf_rows(probs, uniforms.to(probs.device))
+    return inverse_cdf_rows(probs, torch_uniforms(generator, probs.shape[0], probs.device))
 
 
 class UniformRandomness:
@@ -133,7 +131,7 @@ class TorchRandomness(UniformRandomness):
         self.generator = generator
 
     def _uniforms(self, n: int, device: torch.device) -> torch.Tensor:
-        return torch.rand(n, generator=self.generator, dtype=torch.float64, device=self.generator.device).to(device)
+        return torch_uniforms(self.generator, n, device)
 
 
 class ScriptedRandomness(UniformRandomness):

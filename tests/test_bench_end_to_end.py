@@ -8,8 +8,8 @@ from spectr_gbv.models.cpu_kernel import KernelChoice, KernelCost
 
 
 def row(method, speedup, K=0, L=0):
-    return {"method": method, "K": K, "L": L, "T": 0.7, "repeats": 3, "speedup_median": speedup, "speedup_min": speedup,
-            "speedup_max": speedup, "tokens_per_s": 10.0 * speedup, "block_efficiency": None, "mean_accepted": None}
+    return {"method": method, "K": K, "L": L, "T": 0.7, "speedup": speedup, "speedup_vs_peer": speedup / 2,
+            "tokens_per_s": 10.0 * speedup, "block_efficiency": None, "reads_per_iteration": None, "ops_per_token": None}
 
 
 def test_no_second_plain_decoding_when_the_chosen_kernel_has_the_fastest_step_or_was_forced():
@@ -21,7 +21,7 @@ def test_no_second_plain_decoding_when_the_chosen_kernel_has_the_fastest_step_or
 
 def test_the_table_says_how_to_read_speedups_against_the_fastest_plain_decoding():
     result = {"cpu": "CPU: x", "target": "t", "draft": "d", "assistant": None, "device": "cpu", "machine": "m",
-              "prompts": ["code"], "max_new_tokens": 8, "temperature": 0.7, "repeats": 3, "best_settings": {},
+              "prompts": ["code"], "max_new_tokens": 8, "temperature": 0.7, "rounds": 3, "best_settings": {},
               "rows": [row("ar", 1.0), row("spectr_gbv", 1.5, 2, 4), row("ar [fp16-weights]", 1.36)]}
     text = markdown(result)
     assert "faster one-token step in fp16-weights" in text and "divided by 1.36" in text

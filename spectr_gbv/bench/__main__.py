@@ -1,21 +1,23 @@
-"""End-to-end decoding benchmark on a real model pair, with honest timing.
+"""End-to-end decoding benchmark on a real model pair, timed so that it cannot flatter.
 
-    python -m spectr_gbv.bench [--repeats 3] [--methods ...] [--drafts 4] [--lengths 6] [--search]
-                               [--target default] [--draft NAME|PATH|HUB_ID] [--json F] [--markdown F]
+    python -m spectr_gbv.bench [--rounds 3] [--methods ...] [--drafts 2] [--lengths 4] [--search]
+                               [--target default] [--draft NAME|PATH|HUB_ID] [--results assets/results]
 
-Hardware-free: block efficiency (tokens per target call) and mean accepted tau.
-Wall clock, this machine only: every repeat times our `ar` first and then every method and
-peer on the same prompts, so each speedup is against the AR of its own repeat (a shared,
-noisy machine drifts between repeats, not within one). Reported: the median speedup over
-the repeats and its range, and the time per iteration in each phase (draft, target,
-verify, other = the rest of the loop) from the engine's own timings.
+Hardware-free: block efficiency (tokens per target call), host reads per iteration and aten
+ops per token (`spectr_gbv.bench.counts`: on a GPU each read is a sync and each op a launch).
 
-Peers on the same pair and settings: transformers' `model.generate` (plain sampling) and
-its assisted generation (`assistant_model=`, only where the draft is an ordinary
-transformers model: a feature-conditioned draft is not one, so the layered distilled draft,
-the best draft transformers itself can run, is its assistant then).
+Wall clock, this machine only, in the lean mode (`generate(..., detail=False)`):
+* every run is warmed up before it is timed (a first pass pays for allocations and caches);
+* our plain decoding (`ar`) is interleaved with each method prompt by prompt, so a drift of
+  the machine reaches both sides of a ratio alike;
+* each (run, prompt) keeps its fastest of `--rounds` passes (another process only ever adds
+  time), and plain decoding keeps its fastest over the whole benchmark, the hardest
+  baseline to beat;
+* the peer row: transformers' `generate` on the same weights, interleaved the same way, in
+  the target's kernel and in float32; a method's speedup over the faster of them is printed
+  beside its speedup over ours.
 
-`--search`: a small (K, L) grid per method on half the prompts and tokens, one repeat,
+`--search`: a small (K, L) grid per method on half the prompts and tokens, one round,
 reporting each method's best setting on this machine; the main run then uses it.
 """
 
@@ -23,25 +25,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
-import statistics
+import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 from .. import generate
-from ..models.hf import DEFAULT_DRAFT, HFModel, chat_prompt_ids, load_model, load_pair
-
-PROMPTS = {  # the end-to-end prompts, one per kind; held out of the drafts' training data (training.distill)
-    "code": "Write a Python function that checks whether a year is a leap year.",
-    "math": "A car uses 6 litres of fuel per 100 km. How much fuel does it need for 250 km?",
-    "story": "Write a short story about a fox who opens a bakery.",
-    "instructions": "How can I keep my kitchen clean when I have little time?",
-}
+from ..methods import METHODS
+from ..models.hf import HFModel, chat_prompt_ids, load_model, load_pair
+from ..prompt_sets import bench_prompts
+from .counts import count_loop
 
 SEARCH_DRAFTS = [1, 2, 4]
 SEARCH_LENGTHS = [3, 4, 6, 8]
+PEER = "hf_generate"
 
 
 def _sync() -> None:
@@ -57,89 +59,96 @@ def timed(fn):
     return value, time.perf_counter() - start
 
 
-def hf_generate(model, prompt_ids, max_new_tokens, temperature, seed, assistant=None, draft_length=None):
+def hf_generate(model, prompt_ids, max_new_tokens, temperature, seed) -> int:
+    """transformers' own sampling loop on the same weights: the peer every speed table carries."""
     torch.manual_seed(seed)  # transformers samples from the global generator
     kwargs = dict(max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens, do_sample=temperature > 0,
                   top_k=None, top_p=None)
     if temperature > 0:
         kwargs["temperature"] = temperature
-    if assistant is not None:
-        kwargs.update(assistant_model=assistant.model, num_assistant_tokens=draft_length,
-                      num_assistant_tokens_schedule="constant", assistant_confidence_threshold=0.0)
     ids = torch.tensor([prompt_ids], device=model.device)
     with torch.inference_mode():
         out = model.model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
     return out.shape[1] - ids.shape[1]
 
 
-def decode_all(target, draft, prompts, method, K, L, T, n) -> dict:
-    """One method over all prompts: totals of tokens, target calls, phases and wall time."""
-    totals = {"tokens": 0, "calls": 0, "accepted": 0, "seconds": 0.0, "draft_s": 0.0, "target_s": 0.0, "verify_s": 0.0}
-    K, L = max(K, 1), max(L, 1)  # AR ignores them
-    for i, ids in enumerate(prompts):
-        record, seconds = timed(lambda: generate(target, draft, ids, method=method, num_drafts=K, draft_length=L,
-                                                 temperature=T, max_new_tokens=n, seed=i, with_theory=False))
-        totals["tokens"] += len(record.tokens)
-        totals["calls"] += record.target_calls
-        totals["accepted"] += sum(it.num_accepted for it in record.iterations)
-        totals["seconds"] += seconds
-        for it in record.iterations:
-            totals["draft_s"] += it.timings.draft_s
-            totals["target_s"] += it.timings.target_s
-            totals["verify_s"] += it.timings.verify_s
-    return totals
+@dataclass
+class Contender:
+    """One timed run: a method at (K, L), our plain decoding, or a peer. `run(prompt, seed)`
+    decodes one prompt and returns (tokens, target calls)."""
+
+    name: str
+    K: int
+    L: int
+    run: Callable[[list[int], int], tuple[int, int]]
+    best_s: dict[int, float] = field(default_factory=dict)  # prompt -> fastest seconds
+    tokens: dict[int, int] = field(default_factory=dict)
+    calls: dict[int, int] = field(default_factory=dict)
+
+    def time(self, prompt_index: int, ids: list[int]) -> None:
+        (tokens, calls), seconds = timed(lambda: self.run(ids, prompt_index))
+        self.best_s[prompt_index] = min(seconds, self.best_s.get(prompt_index, math.inf))
+        self.tokens[prompt_index], self.calls[prompt_index] = tokens, calls
+
+    @property
+    def tokens_per_s(self) -> float:
+        return sum(self.tokens.values()) / sum(self.best_s.values())
 
 
-def peer_all(target, prompts, n, T, assistant=None, L=None) -> dict:
-    tokens, seconds = 0, 0.0
-    for i, ids in enumerate(prompts):
-        count, sec = timed(lambda: hf_generate(target, ids, n, T, i, assistant, L))
-        tokens, seconds = tokens + count, seconds + sec
-    return {"tokens": tokens, "seconds": seconds}
+def ours(target, draft, method: str, K: int, L: int, T: float, n: int, name: str | None = None) -> Contender:
+    def run(ids, seed):
+        record = generate(target, draft if method != "ar" else None, ids, method=method, num_drafts=max(K, 1),
+                          draft_length=max(L, 1), temperature=T, max_new_tokens=n, seed=seed, detail=False)
+        return len(record.tokens), record.target_calls
+    return Contender(name or method, K, L, run)
 
 
-def summarise(name: str, K: int, L: int, T: float, runs: list[dict], ar_runs: list[dict]) -> dict:
-    """Median and range of the per-repeat speedups, and per-iteration phase times (ms)."""
-    speedups = [(r["tokens"] / r["seconds"]) / (a["tokens"] / a["seconds"]) for r, a in zip(runs, ar_runs)]
-    row = {"method": name, "K": K, "L": L, "T": T, "repeats": len(runs),
-           "speedup_median": statistics.median(speedups), "speedup_min": min(speedups), "speedup_max": max(speedups),
-           "tokens_per_s": statistics.median(r["tokens"] / r["seconds"] for r in runs),
-           "block_efficiency": None, "mean_accepted": None}
-    if "calls" in runs[0]:
-        first = runs[0]
-        iterations = sum(r["calls"] for r in runs)
-        row["block_efficiency"] = first["tokens"] / first["calls"]
-        row["mean_accepted"] = first["accepted"] / first["calls"]
-        phases = {p: 1e3 * sum(r[f"{p}_s"] for r in runs) / iterations for p in ("draft", "target", "verify")}
-        phases["other"] = 1e3 * sum(r["seconds"] for r in runs) / iterations - sum(phases.values())
-        row["ms_per_iteration"] = phases
-    return row
+def peer(model, T: float, n: int, name: str) -> Contender:
+    return Contender(name, 0, 0, lambda ids, seed: (hf_generate(model, ids, n, T, seed), 0))
+
+
+def race(contenders: list[Contender], ar: Contender, prompts: list[list[int]], rounds: int) -> None:
+    """Each contender warmed up, then `rounds` passes over the prompts, plain decoding timed
+    just before it on every prompt."""
+    for contender in [ar, *contenders]:
+        contender.run(prompts[0], 0)  # warm-up, not kept
+    for contender in contenders:
+        for _ in range(rounds):
+            for index, ids in enumerate(prompts):
+                ar.time(index, ids)
+                contender.time(index, ids)
+
+
+def row(contender: Contender, ar: Contender, T: float, counts=None) -> dict:
+    calls = sum(contender.calls.values())
+    out = {"method": contender.name, "K": contender.K, "L": contender.L, "T": T,
+           "tokens_per_s": contender.tokens_per_s, "speedup": contender.tokens_per_s / ar.tokens_per_s,
+           "block_efficiency": sum(contender.tokens.values()) / calls if calls else None,
+           "reads_per_iteration": None, "ops_per_token": None}
+    if counts is not None:
+        out["reads_per_iteration"], out["ops_per_token"] = counts.reads_per_iteration, counts.ops_per_token
+    return out
 
 
 def settings_for(method: str, drafts: list[int], lengths: list[int], best: dict) -> list[tuple[int, int]]:
     if method in best:
         return [best[method]]
-    if method == "ar":
-        return [(0, 0)]
-    ks = drafts[:1] if method in ("sd", "gbv") else drafts
+    ks = drafts if METHODS[method].multi_draft else [1]  # a single-draft rule ignores K
     return [(K, L) for K in ks for L in lengths]
 
 
 def search(target, draft, prompts, methods, T, n) -> tuple[dict, list[dict]]:
-    """Each method's best (K, L) by tokens/s on a small grid (one repeat; AR timed first)."""
-    ar = decode_all(target, None, prompts, "ar", 0, 0, T, n)
+    """Each method's best (K, L) by tokens/s on a small grid (one round, interleaved with AR)."""
+    ar = ours(target, draft, "ar", 0, 0, T, n)
+    grid = {m: [ours(target, draft, m, K, L, T, n) for K in (SEARCH_DRAFTS if METHODS[m].multi_draft else [1])
+                for L in SEARCH_LENGTHS] for m in methods}
+    race([c for cs in grid.values() for c in cs], ar, prompts, 1)
     rows, best = [], {}
-    for method in methods:
-        scored = []
-        for K in ([1] if method in ("sd", "gbv") else SEARCH_DRAFTS):
-            for L in SEARCH_LENGTHS:
-                run = decode_all(target, draft, prompts, method, K, L, T, n)
-                row = summarise(method, K, L, T, [run], [ar])
-                rows.append(row)
-                scored.append((row["speedup_median"], K, L))
-                print(f"search {method} K={K} L={L}: {row['speedup_median']:.2f}x", flush=True)
-        _, K, L = max(scored)
-        best[method] = (K, L)
+    for method, contenders in grid.items():
+        rows += [row(c, ar, T) for c in contenders]
+        winner = max(contenders, key=lambda c: c.tokens_per_s)
+        best[method] = (winner.K, winner.L)
+        print(f"search {method}: best K={winner.K} L={winner.L}", flush=True)
     return best, rows
 
 
@@ -147,48 +156,36 @@ def run(args) -> dict:
     target, draft, tokenizer = load_pair(args.target, args.draft)
     kernel = getattr(target.loaded, "kernel", None)  # the default target's CPU kernel (models.cpu_kernel)
     print(cpu_line(kernel), flush=True)
-    assistant = draft if isinstance(draft, HFModel) else None
-    if assistant is None and args.target == "default":  # transformers cannot run a feature-conditioned draft
-        assistant = HFModel(load_model(DEFAULT_DRAFT, device=target.device, dtype=target.model.dtype), target.vocab_size)
-    prompts = [chat_prompt_ids(tokenizer, text) for text in PROMPTS.values()]
+    texts = bench_prompts()
+    prompts = [chat_prompt_ids(tokenizer, text) for text in texts.values()]
     n, T = args.max_new_tokens, args.temperature
-    generate(target, draft, prompts[0], method="spectr_gbv", num_drafts=2, draft_length=2, max_new_tokens=4,
-             with_theory=False)  # warm-up
     best, search_rows = {}, []
     if args.search:
         best, search_rows = search(target, draft, prompts[::2], args.methods, T, max(n // 2, 16))
     configs = [(m, K, L) for m in args.methods for K, L in settings_for(m, args.drafts, args.lengths, best)]
-    peers = [("hf_generate", None, 0)]
-    if assistant is not None:  # at SD's draft length: assisted generation is single-draft SD
-        sd_length = next((L for m, _, L in configs if m == "sd"), configs[0][2])
-        peers.append(("hf_assisted", assistant, sd_length))
-    fastest_ar = fastest_plain_decoding(target, kernel)  # plain decoding in another kernel, if the probe found a faster step
-    ar_runs, method_runs, peer_runs = [], {c: [] for c in configs}, {p[0] + str(p[2]): [] for p in peers}
-    other_ar_runs = []
-    for repeat in range(args.repeats):  # AR first in every repeat, then everything else against it
-        ar_runs.append(decode_all(target, None, prompts, "ar", 0, 0, T, n))
-        for method, K, L in configs:
-            method_runs[(method, K, L)].append(decode_all(target, draft, prompts, method, K, L, T, n))
-        for name, helper, L in peers:
-            peer_runs[name + str(L)].append(peer_all(target, prompts, n, T, helper, L or None))
-        if fastest_ar is not None:
-            other_ar_runs.append(decode_all(fastest_ar[1], None, prompts, "ar", 0, 0, T, n))
-        print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
-    rows = [summarise("ar", 0, 0, T, ar_runs, ar_runs)]
-    for (method, K, L), runs in method_runs.items():
-        rows.append(summarise(method, K, L, T, runs, ar_runs))
-        print(_row(rows[-1]), flush=True)
-    for name, helper, L in peers:
-        rows.append(summarise(name, 1 if helper else 0, L, T, peer_runs[name + str(L)], ar_runs))
-    if fastest_ar is not None:
-        rows.append(summarise(f"ar [{fastest_ar[0]}]", 0, 0, T, other_ar_runs, ar_runs))
+    ar = ours(target, draft, "ar", 0, 0, T, n)
+    contenders = [ours(target, draft, m, K, L, T, n) for m, K, L in configs]
+    peers = [peer(target, T, n, f"{PEER} [{kernel.kernel if kernel else 'as loaded'}]")]
+    if kernel is not None and kernel.kernel != "float32":  # the same weights in plain float32, transformers' default
+        peers.append(peer(HFModel(load_model(args.target, device="cpu", dtype=torch.float32), target.vocab_size),
+                          T, n, f"{PEER} [float32]"))
+    fastest_ar = fastest_plain_decoding(target, kernel)  # plain decoding in another kernel, if its step is faster
+    extra = [ours(fastest_ar[1], None, "ar", 0, 0, T, n, f"ar [{fastest_ar[0]}]")] if fastest_ar else []
+    race(contenders + peers + extra, ar, prompts, args.rounds)
+    counted = {(m, K, L): count_loop(target, draft, prompts[0], m, K, L, T, n) for m, K, L in [("ar", 1, 1), *configs]}
+    rows = [row(ar, ar, T, counted[("ar", 1, 1)])]
+    rows += [row(c, ar, T, counted[(c.name, c.K, c.L)]) for c in contenders]
+    rows += [row(c, ar, T) for c in peers + extra]
+    peer_speed = max(r["tokens_per_s"] for r in rows if r["method"].startswith(PEER))
+    for r in rows:
+        r["speedup_vs_peer"] = r["tokens_per_s"] / peer_speed
     return {
-        "target": target.name, "draft": draft.name, "assistant": assistant.name if assistant else None,
-        "device": str(target.device),
+        "target": target.name, "draft": draft.name, "device": str(target.device),
         "machine": f"{platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads",
         "cpu": cpu_line(kernel), "kernel": kernel.summary() if kernel is not None else None,
-        "prompts": list(PROMPTS), "max_new_tokens": n, "temperature": T, "repeats": args.repeats,
+        "prompts": list(texts), "max_new_tokens": n, "temperature": T, "rounds": args.rounds,
         "best_settings": {m: list(v) for m, v in best.items()}, "search": search_rows, "rows": rows,
+        "command": "python -m spectr_gbv.bench " + " ".join(args.argv),
     }
 
 
@@ -229,24 +226,21 @@ def _fmt(value, spec=".2f"):
 
 
 def _row(r: dict) -> str:
-    phases = r.get("ms_per_iteration")
-    phase_text = " / ".join(f"{phases[p]:.0f}" for p in ("draft", "target", "verify", "other")) if phases else "–"
-    return (f"| {r['method']} | {r['K']} | {r['L']} | {_fmt(r['block_efficiency'])} | {_fmt(r['mean_accepted'])} | "
-            f"{_fmt(r['tokens_per_s'], '.1f')} | {r['speedup_median']:.2f} ({r['speedup_min']:.2f}–{r['speedup_max']:.2f}) | "
-            f"{phase_text} |")
+    return (f"| {r['method']} | {r['K']} | {r['L']} | {_fmt(r['block_efficiency'])} | {_fmt(r['reads_per_iteration'], '.1f')} "
+            f"| {_fmt(r['ops_per_token'], '.0f')} | {r['tokens_per_s']:.1f} | {r['speedup']:.2f} | {r['speedup_vs_peer']:.2f} |")
 
 
 def markdown(result: dict) -> str:
     lines = [
         result.get("cpu", ""), "",
-        f"Target: {result['target']}; draft: {result['draft']}; assisted-generation draft: {result['assistant']}; "
-        f"device: {result['device']} ({result['machine']}); prompts: {', '.join(result['prompts'])}; "
-        f"{result['max_new_tokens']} new tokens each; T = {result['temperature']}; {result['repeats']} repeats, each "
-        "timed against the AR of the same repeat.",
+        f"Target: {result['target']}; draft: {result['draft']}; device: {result['device']} ({result['machine']}); "
+        f"prompts: {', '.join(result['prompts'])}; {result['max_new_tokens']} new tokens each; T = {result['temperature']}; "
+        f"lean mode; every run warmed up, plain decoding interleaved with each run prompt by prompt, each the fastest of "
+        f"{result['rounds']} rounds. Command: `{result.get('command', 'python -m spectr_gbv.bench')}`.",
         "",
-        "| method | K | L | block efficiency | mean accepted | tokens/s (median) | speedup vs ar, median (range) | "
-        "ms per iteration: draft / target / verify / other |",
-        "|---|---|---|---|---|---|---|---|",
+        "| run | K | L | block efficiency | host reads / iteration | aten ops / token | tokens/s | speedup vs ar | "
+        f"speedup vs {PEER} (the faster) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     if result["best_settings"]:
         lines = [f"Best (K, L) per method from the search: "
@@ -255,9 +249,9 @@ def markdown(result: dict) -> str:
     if other is not None:
         lines = lines[:2] + [
             f"The kernel was chosen for speculation; plain decoding has a faster one-token step in {other['method'][4:-1]}. "
-            f"Its row `{other['method']}` is timed in every repeat: its speedup column is its speed against `ar`, so a "
+            f"Its row `{other['method']}` is timed beside ours: its speedup column is its speed against `ar`, so a "
             f"method's speedup over the fastest plain decoding on this CPU is its own divided by "
-            f"{other['speedup_median']:.2f}.", ""] + lines[2:]
+            f"{other['speedup']:.2f}.", ""] + lines[2:]
     return "\n".join(lines + [_row(r) for r in result["rows"]])
 
 
@@ -265,17 +259,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="default")
     parser.add_argument("--draft", default=None, help="default: the target's shipped draft")
-    parser.add_argument("--methods", nargs="+", default=["sd", "gbv", "spectr", "spectr_gbv", "spectr_gbv_released"])
-    parser.add_argument("--drafts", nargs="+", type=int, default=[4])
-    parser.add_argument("--lengths", nargs="+", type=int, default=[6])
+    parser.add_argument("--methods", nargs="+", default=["sd", "gbv", "spectr_gbv", "as_bv_handoff"])
+    parser.add_argument("--drafts", nargs="+", type=int, default=[2])
+    parser.add_argument("--lengths", nargs="+", type=int, default=[4])
     parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--search", action="store_true", help="pick each method's (K, L) on a small grid first")
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     parser.add_argument("--results", help="write bench.json and bench.md under RESULTS/cpu_<class>/<kernel>/")
     args = parser.parse_args()
+    args.argv = sys.argv[1:]
     result = run(args)
     table = markdown(result)
     print(table)

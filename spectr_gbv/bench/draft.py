@@ -29,18 +29,10 @@ from ..models.feature_draft import target_features
 from ..models.hf import chat_prompt_ids
 from ..intervals import t_interval
 from ..probs import logits_to_probs
+from ..prompt_sets import held_out_prompts
 
 TEMPERATURE = 0.7
-HELD_OUT_PROMPTS = [  # the app's kinds of example; never trained on (training.distill.drop_held_out)
-    ("code", "Write a Python class for a simple bank account with deposit and withdraw methods."),
-    ("code", "Write a function that returns all even numbers from a list."),
-    ("math", "If a rectangle is 7 cm long and 4 cm wide, what is its area and its perimeter?"),
-    ("math", "Anna reads 15 pages a day. How many days does she need for a 240-page book?"),
-    ("story", "Write a short story about a clockmaker who can stop time."),
-    ("story", "Tell a story about a penguin who wants to fly."),
-    ("instructions", "How do I make a cup of tea?"),
-    ("instructions", "List four ways to be more productive in the morning."),
-]
+HELD_OUT_PROMPTS = held_out_prompts()  # the app's kinds of example; never trained on (training.distill.drop_held_out)
 
 
 def alpha_per_position(target, draft, prompt_ids: list[int], continuation: list[int]) -> torch.Tensor:

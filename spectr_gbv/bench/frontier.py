@@ -31,13 +31,14 @@ from pathlib import Path
 from typing import Sequence
 
 
+from ..prompt_sets import PAPER_SUITE
 from ..config import DecodeConfig
 from ..coupled import coupled_run
 from ..intervals import t_interval
 from ..methods import METHODS
 from ..pairs import DEFAULT_KEY, TOY_KEY, TWO_TOKEN_KEY, get_pair
 
-SUITE = Path(__file__).resolve().parents[2] / "assets" / "prompts" / "paper_suite.json"
+SUITE = PAPER_SUITE
 DEFAULT_METHODS = ["sd", "gbv", "spectr", "spectr_gbv", "as_bv", "as_bv_handoff", "traversal", "spectr_gbv_released"]
 REFERENCES = ("spectr", "spectr_gbv")
 METRICS = ("expected_accepted", "block_efficiency")

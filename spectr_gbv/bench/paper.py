@@ -42,6 +42,7 @@ from pathlib import Path
 
 import torch
 
+from ..prompt_sets import PAPER_SUITE
 from .. import generate, load_pair
 from ..config import DecodeConfig
 from ..fidelity import fidelity
@@ -51,7 +52,7 @@ from ..pairs import DEFAULT_KEY
 from . import trends as trend_lib
 from .frontier import prompt_texts
 
-SUITE = Path(__file__).resolve().parents[2] / "assets" / "prompts" / "paper_suite.json"
+SUITE = PAPER_SUITE
 METHODS = ["sd", "spectr", "gbv", "spectr_gbv", "as_bv", "traversal", "spectr_gbv_released"]
 DEFAULT_K, DEFAULT_L, DEFAULT_T = 3, 8, 0.4  # the paper's defaults (L in {8, 12})
 ABLATIONS = {"K": [1, 3, 5, 7], "L": [12, 16, 20, 24], "T": [0.1, 0.4, 0.7]}

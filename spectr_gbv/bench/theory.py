@@ -15,7 +15,9 @@ import math
 
 from .. import METHODS, generate, load_pair
 from ..models.hf import chat_prompt_ids
-from .__main__ import PROMPTS
+from ..prompt_sets import bench_prompts
+
+PROMPTS = bench_prompts()
 
 
 def main() -> None:

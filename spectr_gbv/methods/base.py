@@ -23,7 +23,7 @@ from typing import Callable, Literal
 import torch
 
 from ..probs import checked_float64_distributions, residual, token_probs
-from ..randomness import Randomness
+from ..randomness import Randomness, inverse_cdf
 
 FinalKind = Literal["correction", "bonus"]
 
@@ -94,6 +94,31 @@ class VerifyInput:
                 "sampled from the distributions handed to the verifier"
             )
         return cls(tokens, draft_probs, target_probs)
+
+    @classmethod
+    def trusted(
+        cls,
+        draft_tokens: torch.Tensor,  # [K, L] long
+        draft_probs: torch.Tensor,  # [K, L, V]
+        target_probs: torch.Tensor,  # [K, L+1, V]
+    ) -> "VerifyInput":
+        """`build` for distributions the engine made itself (softmaxes, drafts sampled from them):
+        the same float64 renormalised, canonicalised rows, without the checks and without a host
+        read. The canonical copies are gathered on the device (every row, where `build` moves
+        only the non-canonical ones after finding them with `nonzero`)."""
+        tokens = draft_tokens.long()
+        if tokens.shape[0] > 1:
+            rows = canonical_rows(tokens)  # [K, L+1]
+            depth = torch.arange(rows.shape[1], device=rows.device)
+            target_probs = target_probs[rows, depth]
+            draft_probs = draft_probs[rows[:, :-1], depth[:-1]]
+        return cls(tokens, _renormalised64(draft_probs), _renormalised64(target_probs))
+
+
+def _renormalised64(probs: torch.Tensor) -> torch.Tensor:
+    """A float64 copy divided by its sums, as `checked_float64_distributions` returns it."""
+    wide = probs.to(torch.float64, copy=True)
+    return wide.div_(wide.sum(-1, keepdim=True))
 
 
 def _check_shapes(draft_tokens: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor) -> None:
@@ -187,7 +212,25 @@ def single_draft_result(inp: VerifyInput, rng: Randomness, tau: int, tests: list
     return emit(inp, rng, 0, tau, residual(inp.target_probs[0, tau], inp.draft_probs[0, tau]), "correction", tests)
 
 
+def decision(inp: VerifyInput, winner: int, tau: torch.Tensor, final: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """The end of a tensor rule (`MethodSpec.decide`): Y ~ `final` [V] at `uniform` (the
+    iteration's last draw, as in `emit`), packed with the winner, tau and the winner's block
+    into one long tensor [3 + L], read back by the engine in one copy."""
+    y = inverse_cdf(final, uniform)
+    head = torch.stack([torch.as_tensor(winner, device=tau.device), tau, y]).long()
+    return torch.cat([head, inp.draft_tokens[winner]])
+
+
+def law_at(tau: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """rows[tau] for a 0-dim device tensor tau, without reading it. [V]"""
+    return rows.index_select(0, tau.reshape(1))[0]
+
+
 Verify = Callable[[VerifyInput, Randomness], VerifyResult]
+# The same rule deciding on tensors, for the lean loop: [winner, tau, Y, X^(winner)_1..L] as one
+# long tensor on the device, from the same uniforms in the same order as `verify` under
+# `TorchRandomness` (so the same tokens for the same seed), with no host read.
+Decide = Callable[[VerifyInput, torch.Generator], torch.Tensor]
 ExpectedAccepted = Callable[[VerifyInput], float]
 
 
@@ -211,3 +254,4 @@ class MethodSpec:
     compare_by_default: bool = True  # ticked in Compare (and Sweep) when the page opens
     leads_coupled: bool = False  # when selected, its drafts drive the coupled run
     exact_counterpart: str | None = None  # a lossy rule: the exact rule About and the lesson set it against
+    decide: Decide | None = None  # the rule on tensors (the lean loop); None: the lean loop runs `verify`

@@ -21,8 +21,8 @@ from typing import Callable
 import torch
 
 from ..probs import residual, residual_mass, token_probs
-from ..randomness import Randomness
-from .base import FinalKind, SubBlockTest, VerifyInput, VerifyResult, emit
+from ..randomness import Randomness, torch_uniforms
+from .base import FinalKind, SubBlockTest, VerifyInput, VerifyResult, decision, emit, law_at
 
 
 def block_weights(first_weight: torch.Tensor, later_log_ratios: torch.Tensor) -> torch.Tensor:
@@ -158,6 +158,21 @@ def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     scan = scan_block(rng, scan_weights(inp), inp.target_probs[0, 1:-1], inp.draft_probs[0, 1:])
     final, kind = stop_law(scan.omega, scan.tau, inp.target_probs[0], inp.draft_probs[0])
     return emit(inp, rng, 0, scan.tau, final, kind, scan.tests)
+
+
+def decide(inp: VerifyInput, generator: torch.Generator) -> torch.Tensor:
+    """`verify` on tensors: every h_t computed (no shortcut: no host read to skip one), the
+    same coins (eta_t < omega_t and eta_t < h_t, as `scan_coins` decides them), t*, then Y."""
+    L = inp.draft_length
+    omega, h = scan_probs(inp)
+    uniforms = torch_uniforms(generator, L, omega.device)
+    succeeded = (uniforms < omega) & (uniforms < h)
+    tau = (succeeded.long() * torch.arange(1, L + 1, device=omega.device)).max()  # t*, 0 if none
+    target, draft = inp.target_probs[0], inp.draft_probs[0]
+    weight = torch.where(tau > 0, law_at((tau - 1).clamp(min=0), omega), 1.0)  # omega_0 = 1
+    correction = residual(law_at(tau, target), law_at(tau.clamp(max=L - 1), draft), weight)
+    final = torch.where(tau == L, target[L], correction)
+    return decision(inp, 0, tau, final, torch_uniforms(generator, 1, omega.device)[0])
 
 
 def all_fail_from(h: torch.Tensor) -> torch.Tensor:

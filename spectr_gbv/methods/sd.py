@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from ..probs import token_probs
-from ..randomness import Randomness
-from .base import SubBlockTest, VerifyInput, VerifyResult, single_draft_result
+from ..probs import residual, token_probs
+from ..randomness import Randomness, torch_uniforms
+from .base import SubBlockTest, VerifyInput, VerifyResult, decision, law_at, single_draft_result
 
 
 def token_accept_probs(inp: VerifyInput) -> torch.Tensor:
@@ -33,6 +33,19 @@ def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
         SubBlockTest(0, 0, i + 1, a[i], outcomes[i], uniforms[i]) for i in range(min(tau + 1, inp.draft_length))
     ]
     return single_draft_result(inp, rng, tau, tests)  # residual norm((q - p)_+)
+
+
+def decide(inp: VerifyInput, generator: torch.Generator) -> torch.Tensor:
+    """`verify` on tensors: the same L coins, tau = the first failure (L if none), then Y."""
+    L = inp.draft_length
+    accept_probs = token_accept_probs(inp)
+    uniforms = torch_uniforms(generator, L, accept_probs.device)
+    tau = (uniforms < accept_probs).long().cumprod(0).sum()  # coins before the first failure
+    target, draft = inp.target_probs[0], inp.draft_probs[0]
+    at_stop = law_at(tau.clamp(max=L - 1), draft)
+    correction = residual(law_at(tau, target), at_stop)  # norm((q - p)_+) at tau + 1 (unused when tau = L)
+    final = torch.where(tau == L, target[L], correction)
+    return decision(inp, 0, tau, final, torch_uniforms(generator, 1, accept_probs.device)[0])
 
 
 def expected_accepted(inp: VerifyInput) -> float:

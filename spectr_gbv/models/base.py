@@ -44,7 +44,9 @@ class DecodeSession(Protocol):
     def score(self, blocks: torch.Tensor) -> torch.Tensor:  # blocks [K, n] -> [K, n+1, V]
         ...
 
-    def commit(self, branch: int, tokens: Sequence[int]) -> None:
+    def commit(self, branch: int, tokens: Sequence[int], drafted: Sequence[int] | None = None) -> None:
+        # drafted: the branch's drafted tokens when the caller already holds them on the host
+        # (a session that fed them then need not read them back)
         ...
 
 

@@ -405,7 +405,7 @@ class FeatureDraftSession:
     def score(self, blocks: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("a feature-conditioned draft only drafts; the target scores")
 
-    def commit(self, branch: int, tokens: Sequence[int]) -> None:
+    def commit(self, branch: int, tokens: Sequence[int], drafted: Sequence[int] | None = None) -> None:
         # Drafted entries were built from predicted features: dropped. The target's features
         # of the committed positions arrive through add_features.
         self.tokens += list(tokens)

@@ -65,7 +65,7 @@ class FunctionSession:
             [torch.stack([self.model.next_token_probs(self.context + row[:i]) for i in range(len(row) + 1)]) for row in rows]
         ).log()
 
-    def commit(self, branch: int, tokens: Sequence[int]) -> None:
+    def commit(self, branch: int, tokens: Sequence[int], drafted: Sequence[int] | None = None) -> None:
         self.context = self.context + list(tokens)
         self.branches = []
 

@@ -200,12 +200,16 @@ class HFSession:
         self.trie = None
         return tokens[keep:]
 
-    def commit(self, branch: int, tokens: Sequence[int]) -> None:
+    def commit(self, branch: int, tokens: Sequence[int], drafted: Sequence[int] | None = None) -> None:
         tokens = list(tokens)
         if self.trie is not None:
             tokens = self._commit_trie(branch, tokens)
         elif self.branch_tokens is not None:
-            fed = self.branch_tokens[branch].tolist()
+            fed_count = self.branch_tokens.shape[1]  # plain decoding fed none
+            if drafted is not None:  # the caller read the block already: no second read
+                fed = list(drafted[:fed_count])
+            else:
+                fed = self.branch_tokens[branch].tolist() if fed_count else []
             keep = _cached_prefix(fed, tokens)
             self.cache.batch_select_indices(torch.tensor([branch], device=self.model.device))
             surplus = len(fed) - keep

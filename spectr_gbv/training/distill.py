@@ -33,8 +33,7 @@ from pathlib import Path
 
 import torch
 
-from ..bench.__main__ import PROMPTS as BENCH_PROMPTS
-from ..bench.draft import HELD_OUT_PROMPTS
+from ..prompt_sets import bench_prompts, held_out_prompts
 
 REUSED_LAYERS = 5
 NEW_LAYERS = 2
@@ -207,7 +206,7 @@ def make_prompts(count: int, seed: int) -> list[tuple[str, str]]:
 
 
 # The measured prompts (bench.draft's held-out prompts and make bench's), never trained on.
-HELD_OUT_TEXTS = {text for _, text in HELD_OUT_PROMPTS} | set(BENCH_PROMPTS.values())
+HELD_OUT_TEXTS = {text for _, text in held_out_prompts()} | set(bench_prompts().values())
 
 
 def drop_held_out(prompts: list[tuple[str, str]], samples: list[dict]) -> list[dict]:

@@ -1,0 +1,137 @@
+"""The lean loop (`generate(..., detail=False)`): the same tokens as the detailed loop for the
+same seed, for every method, and at most two host reads per iteration for the rules that
+decide on tensors (SD, GBV), counted on a real transformers pair; plus the tensor rules
+against their host-side `verify` on scripted inputs, and the benchmark's fair schedule."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from spectr_gbv import METHODS, generate
+from spectr_gbv.bench.__main__ import Contender, race
+from spectr_gbv.bench.counts import HostReadCounter, OpCounter, count_loop
+from spectr_gbv.methods.base import VerifyInput
+from spectr_gbv.models.hf import load_pair
+from spectr_gbv.pairs import TOY_KEY, get_pair
+from spectr_gbv.randomness import TorchRandomness, inverse_cdf_rows
+from tiny_models import save_tiny_llama
+
+METHOD_NAMES = ["ar", *METHODS]
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lean")
+    target, draft, tokenizer = load_pair(str(save_tiny_llama(root / "t", vocab_size=40, seed=1)),
+                                         str(save_tiny_llama(root / "d", vocab_size=40, seed=2)), device="cpu")
+    return target, draft, tokenizer("w1 w2 w3")["input_ids"]
+
+
+@pytest.mark.parametrize("method", METHOD_NAMES)
+def test_lean_and_detailed_loops_emit_the_same_tokens_on_the_toy_world(method):
+    pair = get_pair(TOY_KEY)
+    ids = pair.encode("the cat")
+    for seed in range(4):
+        kwargs = dict(method=method, num_drafts=3, draft_length=3, temperature=0.9, max_new_tokens=20, seed=seed)
+        detailed = generate(pair.target, pair.draft, ids, with_theory=False, **kwargs)
+        lean = generate(pair.target, pair.draft, ids, detail=False, **kwargs)
+        assert lean.tokens == detailed.tokens
+        assert lean.accepted == [it.num_accepted for it in detailed.iterations]
+        assert lean.target_calls == detailed.target_calls
+
+
+@pytest.mark.parametrize("method", ["ar", "sd", "gbv", "spectr_gbv", "as_bv_handoff"])
+def test_lean_and_detailed_loops_agree_on_a_transformers_pair(tiny_pair, method):
+    target, draft, ids = tiny_pair
+    for seed in range(3):
+        kwargs = dict(method=method, num_drafts=2, draft_length=4, temperature=1.0, max_new_tokens=24, seed=seed)
+        assert generate(target, draft, ids, detail=False, **kwargs).tokens == generate(target, draft, ids, **kwargs).tokens
+
+
+@pytest.mark.parametrize("method", ["sd", "gbv"])
+def test_tensor_rules_read_the_host_at_most_twice_per_iteration(tiny_pair, method):
+    target, draft, ids = tiny_pair
+    counts = count_loop(target, draft, ids, method, 2, 4, 1.0, 32)
+    assert counts.iterations > 1
+    assert counts.host_reads <= 2 * counts.iterations, counts.reads_by_name
+    detailed = count_loop(target, draft, ids, method, 2, 4, 1.0, 32, detail=True)
+    assert detailed.host_reads > counts.host_reads  # the records are what the lean loop leaves out
+
+
+def test_plain_decoding_reads_the_host_once_per_token(tiny_pair):
+    target, draft, ids = tiny_pair
+    counts = count_loop(target, draft, ids, "ar", 1, 1, 1.0, 16)
+    assert counts.iterations == counts.tokens == 16
+    assert counts.host_reads == counts.iterations, counts.reads_by_name
+
+
+def test_the_counters_see_each_kind_of_read_and_every_op():
+    x = torch.arange(6.0)
+    with HostReadCounter() as reads, OpCounter() as ops:
+        x.sum().item(), x.tolist(), int(x[1]), float(x[2]), bool(x[3] > 0), x.cpu(), x.nonzero(), [0, 1][x.long()[1]]
+        y = (x * 2 + 1).exp()
+    assert reads.by_name == {"item": 1, "tolist": 1, "__int__": 1, "__float__": 1, "__bool__": 1, "cpu": 1,
+                             "nonzero": 1, "__index__": 1}
+    assert ops.by_op["mul"] == 1 and ops.by_op["add"] == 1 and ops.by_op["exp"] == 1
+    assert y.shape == x.shape
+
+
+def random_input(generator: torch.Generator, K: int, L: int, V: int) -> VerifyInput:
+    """Drafts sampled from their own distributions, and targets that range from unrelated laws
+    (rejections) to the draft's own (whole blocks accepted)."""
+    draft = torch.softmax(3 * torch.randn(K, L, V, generator=generator, dtype=torch.float64), -1)
+    other = torch.softmax(3 * torch.randn(K, L + 1, V, generator=generator, dtype=torch.float64), -1)
+    closeness = torch.rand(1, generator=generator, dtype=torch.float64)  # from unrelated laws to the draft's own
+    target = (1 - closeness) * other
+    target[:, :L] += closeness * draft
+    target[:, L] += closeness * other[:, L]
+    tokens = torch.multinomial(draft.reshape(-1, V), 1, generator=generator).reshape(K, L)
+    return VerifyInput.build(tokens, draft, target)
+
+
+@pytest.mark.parametrize("method", ["sd", "gbv"])
+def test_each_tensor_rule_decides_as_its_verify_does_from_the_same_uniforms(method):
+    spec = METHODS[method]
+    make = torch.Generator().manual_seed(5)
+    stops = set()
+    for case in range(200):
+        inp = random_input(make, 1, 4, 7)
+        result = spec.verify(inp, TorchRandomness(torch.Generator().manual_seed(case)))
+        winner, tau, final, *block = spec.decide(inp, torch.Generator().manual_seed(case)).tolist()
+        assert (tau, [*block[:tau], final]) == (result.num_accepted, result.tokens)
+        stops.add(tau)
+    assert stops == set(range(5))  # every stop depth, the bonus included, was exercised
+
+
+def test_a_trusted_input_equals_a_built_one_with_shared_prefixes():
+    make = torch.Generator().manual_seed(0)
+    V, L = 5, 3
+    draft = torch.softmax(torch.randn(3, L, V, generator=make), -1)
+    target = torch.softmax(torch.randn(3, L + 1, V, generator=make), -1)
+    tokens = torch.tensor([[1, 2, 3], [1, 2, 0], [4, 2, 3]])  # drafts 0 and 1 share a two-token prefix
+    built, trusted = VerifyInput.build(tokens, draft, target), VerifyInput.trusted(tokens, draft, target)
+    assert torch.equal(built.target_probs, trusted.target_probs)
+    assert torch.equal(built.draft_probs, trusted.draft_probs)
+
+
+def test_row_sampling_never_draws_past_the_last_token_even_when_the_quantile_rounds_up():
+    probs = torch.tensor([[0.2, 0.8, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    assert inverse_cdf_rows(probs, torch.tensor([1.0, 1.0])).tolist() == [1, 3]
+    assert inverse_cdf_rows(probs, torch.tensor([0.1, 0.5])).tolist() == [0, 3]
+
+
+def test_the_benchmark_warms_every_run_up_and_times_plain_decoding_just_before_each_run():
+    log = []
+
+    def contender(name):
+        return Contender(name, 1, 1, lambda ids, seed: (log.append((name, ids[0])), (4, 2))[1])
+
+    ar, a, b = contender("ar"), contender("a"), contender("b")
+    race([a, b], ar, [[0], [1]], rounds=2)
+    assert log[:3] == [("ar", 0), ("a", 0), ("b", 0)]  # one untimed warm-up each, before any timing
+    timed = log[3:]
+    assert len(timed) == 2 * 2 * 2 * 2  # runs x rounds x prompts x (ar + run)
+    assert all(timed[i][0] == "ar" and timed[i + 1][0] != "ar" and timed[i][1] == timed[i + 1][1]
+               for i in range(0, len(timed), 2))
+    assert set(a.best_s) == set(b.best_s) == set(ar.best_s) == {0, 1}
