@@ -13,8 +13,8 @@ Methodology, tier by tier:
   alive counts) switched on at tiny sizes by shrinking their thresholds.
 * Reductions: K = 1 is GBV, outcome for outcome, under the same seeds; L = 1 accepts at
   least as much as SpecTr's K-SEQ.
-* Golden values of docs/algorithms.md §6.7: E[tau] = GBV(D) summed over the law tree of the selected block,
-  which is the quantity the note tabulates, to 1e-6; cross-checked against full
+* Golden values of docs/algorithms.md §6.7: E[tau] = GBV(D) summed over the law tree of the
+  selected block, which is the quantity tabulated there, to 1e-6; cross-checked against full
   enumeration and against the theory line summed over draft tuples.
 * A deliberately inconsistent tie-break (selection breaks a tie one way, the law the other)
   is shown to be biased, as docs/algorithms.md §6.3 warns, so the tie test can fail.

@@ -47,9 +47,9 @@ def on_support(inp: VerifyInput) -> OnSupport | None:
 class NodeOrder:
     """The strict order > at node u: on the head, by q/p, ties broken by the larger token id.
 
-    With V <= ORDER_HEAD the head is every token: the order of 4.9. Otherwise the head is
-    the ORDER_HEAD tokens the draft is likeliest to propose, and the tail (the rest) lies
-    below the head, by id. Deviation from paper: any fixed strict order keeps the rule
+    With V <= ORDER_HEAD the head is every token: the order of docs/algorithms.md §6.3.
+    Otherwise the head is the ORDER_HEAD tokens the draft is likeliest to propose, and the
+    tail (the rest) lies below the head, by id. Deviation from paper: any fixed strict order keeps the rule
     exact; this one needs no O(V log V) sort of the vocabulary at every node, and lex
     still ranks the proposals that carry almost all of the draft mass by ratio.
     """
