@@ -9,7 +9,7 @@ Public API:
     models.FunctionModel(probs_fn, vocab_size): any callable as a model (the toy world)
     load_pair("default" | hub id | folder, draft=None) -> (target, draft, tokenizer): transformers models
 
-`spectr_gbv` is the exact multi-draft block verifier (ALGORITHMS.md 4.3).
+`spectr_gbv` is the exact multi-draft block verifier (docs/algorithms.md §4).
 `spectr_gbv_released` is the authors' released rule, which does NOT preserve the target
 distribution; it is kept, labelled lossy, to measure that bias.
 """

@@ -1,6 +1,6 @@
 """The ceiling: the largest E[tau] any exact K-draft verifier can reach, on small tables.
 
-ALGORITHMS.md 4.6 and 4.9. For K i.i.d. draft blocks with block law P on Omega^L, let
+docs/algorithms.md §6.1 and §6.2. For K i.i.d. draft blocks with block law P on Omega^L, let
 f(S) = 1 - (1 - P(S))^K and B(f) = {laws D on Omega^L : D(S) <= f(S) for every set S}. Every
 exact rule selects, in effect, one draft and verifies it; the selected draft's law lies in
 B(f), and GBV is the best single-draft verifier. So
@@ -70,7 +70,7 @@ def optimal_expected_accepted(target_fn: DistributionFn, draft_fn: DistributionF
     tables = _BlockTables.build(target_fn, draft_fn, vocab, draft_length)
     if not _violated(tables.target_law, tables.block_probs, num_drafts, 1).size:
         return float(draft_length)  # Q in B(f): some exact rule accepts every block
-    if num_drafts == 1:  # B(f) = {P}: GBV itself (Sun et al., Thm 2; 3.3)
+    if num_drafts == 1:  # B(f) = {P}: GBV itself (Sun et al., Thm 2; docs/algorithms.md §2.6)
         return _gbv_expected(tables)
     if vocab**draft_length > MAX_LP_BLOCKS:
         raise ValueError(f"the ceiling LP is limited to V^L <= {MAX_LP_BLOCKS} draft blocks (V = {vocab}, "

@@ -10,7 +10,7 @@ length L (V**(K*L) of them, so keep V, K, L tiny), weighting each by its draft
 probability, and returns the law of the emitted tokens and the exact E[tau].
 `continued_law` extends each emitted string by the target to length L+1; a verifier
 preserves the target distribution iff that law equals the target's own law of L+1 tokens
-(ALGORITHMS.md, "Validity").
+(docs/algorithms.md §1.4).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 No model, no UI, no randomness here: tensors in, tensors out. Everything that the
 verifiers compute with (weights, residual masses, residual distributions) is float64,
-because small residual masses suffer cancellation in float32 (ALGORITHMS.md section 4.8).
+because small residual masses suffer cancellation in float32 (docs/algorithms.md §1.6).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def normalize(weights: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
 
 
 def residual(target: torch.Tensor, draft: torch.Tensor, weight: float | torch.Tensor = 1.0) -> torch.Tensor:
-    """norm((weight * target - draft)_+), the SD / GBV residual (ALGORITHMS.md 1, 3.1).
+    """norm((weight * target - draft)_+), the SD / GBV residual (docs/algorithms.md §2.1, §2.3).
 
     With weight = 1 it is the SD residual; with weight = omega_tau it is GBV's r_tau.
     An empty residual (a probability-zero branch) falls back to the target itself.

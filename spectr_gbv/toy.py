@@ -70,7 +70,7 @@ def decode(ids: list[int]) -> list[str]:
     return [WORDS[i] for i in ids]
 
 
-# The GBV paper's two-token example (ALGORITHMS.md; `bench.exact_table`): a context-free
+# The GBV paper's two-token example (docs/algorithms.md §2.7; `bench.exact_table`): a context-free
 # target q = (1/3, 2/3) and draft p = (2/3, 1/3). Small enough to see everything, and the
 # instance on which the released SpecTr-GBV rule's bias is largest (TV about 0.11 at K = 1).
 TWO_TOKEN_WORDS = ["A", "B"]

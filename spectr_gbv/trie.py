@@ -5,7 +5,7 @@ needs q after every distinct prefix, not after K x L of them: one forward over t
 nodes with a tree attention mask (each node sees the context, its ancestors and itself)
 gives them all. Nodes are numbered by first appearance in draft order, so draft 0's nodes
 are 0..L-1, and the lowest-index draft through a node owns it: the canonical copy of
-ALGORITHMS.md's implementation rule.
+docs/algorithms.md §1.5.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""AS-BV (ALGORITHMS.md 4.9): exactness, reductions, golden values, and the one strict order.
+"""AS-BV (docs/algorithms.md §6): exactness, reductions, golden values, and the one strict order.
 
 Methodology, tier by tier:
 
@@ -13,11 +13,11 @@ Methodology, tier by tier:
   alive counts) switched on at tiny sizes by shrinking their thresholds.
 * Reductions: K = 1 is GBV, outcome for outcome, under the same seeds; L = 1 accepts at
   least as much as SpecTr's K-SEQ.
-* Golden values of 4.9: E[tau] = GBV(D) summed over the law tree of the selected block,
-  which is the quantity the note tabulates, to 1e-6; cross-checked against full
+* Golden values of docs/algorithms.md §6.7: E[tau] = GBV(D) summed over the law tree of the
+  selected block, which is the quantity tabulated there, to 1e-6; cross-checked against full
   enumeration and against the theory line summed over draft tuples.
 * A deliberately inconsistent tie-break (selection breaks a tie one way, the law the other)
-  is shown to be biased, as 4.9 warns, so the tie test can fail.
+  is shown to be biased, as docs/algorithms.md §6.3 warns, so the tie test can fail.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def test_ties_are_broken_by_the_larger_token_id_in_selection_and_law():
 
 def test_an_inconsistent_tie_break_is_biased(monkeypatch):
     """Selection breaking the 0/1 tie towards the smaller id while the law assumes the larger:
-    the output law moves by TV ~ 0.06 (4.9: 0.04-0.07), so the tie tests above can fail."""
+    the output law moves by TV ~ 0.06 (docs/algorithms.md §6.3: 0.04-0.07), so the tie tests above can fail."""
     original = as_bv_fast.NodeOrder.top
     monkeypatch.setattr(as_bv_fast.NodeOrder, "top", lambda self, tokens: 0 if original(self, tokens) == 1 and 0 in tokens else original(self, tokens))
     assert fidelity_error(METHODS["as_bv"], constant(TIED[0]), constant(TIED[1]), 2, 2) > 0.03
@@ -277,12 +277,12 @@ def test_one_position_accepts_at_least_as_much_as_spectr(V, K, seed):
     assert theory_expected("as_bv", target, draft, K, 1) >= theory_expected("spectr", target, draft, K, 1) - 1e-12
 
 
-# ------------------------------------------------------------------------ golden values (4.9)
+# ------------------------------------------------------ golden values (docs/algorithms.md §6.7)
 
 
 def block_law_expected(target_fn, draft_fn, num_drafts: int, draft_length: int) -> float:
     """GBV(D) = sum_i sum_{y in Omega^i} w_i(y), w_i = min(w_{i-1} q(y_i | y_<i), D(y_1:i)), over the
-    law tree of the selected block (4.9): the exact E[tau] of AS-BV."""
+    law tree of the selected block (docs/algorithms.md §6.1): the exact E[tau] of AS-BV."""
     vocab = len(target_fn(()))
     total = 0.0
 
@@ -305,7 +305,7 @@ def block_law_expected(target_fn, draft_fn, num_drafts: int, draft_length: int) 
     return total
 
 
-GOLDEN = [  # q, p, L, K, E[tau] of AS-BV (ALGORITHMS.md 4.9)
+GOLDEN = [  # q, p, L, K, E[tau] of AS-BV (docs/algorithms.md §6.7)
     (Q2, P2, 2, 2, 1.617284),
     (Q2, P2, 2, 3, 1.832822),
     ((0.5, 0.3, 0.2), (0.2, 0.3, 0.5), 2, 2, 1.550800),
@@ -316,7 +316,7 @@ GOLDEN = [  # q, p, L, K, E[tau] of AS-BV (ALGORITHMS.md 4.9)
 
 
 @pytest.mark.parametrize("q, p, L, K, expected", GOLDEN)
-def test_golden_expected_accepted_of_section_4_9(q, p, L, K, expected):
+def test_golden_expected_accepted_of_section_6_7(q, p, L, K, expected):
     assert block_law_expected(constant(q), constant(p), K, L) == pytest.approx(expected, abs=1e-6)
 
 

@@ -1,4 +1,4 @@
-"""AS-BV with hand-off (`as_bv_handoff`, the open lever of ALGORITHMS.md 4.9): exactness and its parts.
+"""AS-BV with hand-off (`as_bv_handoff`, docs/algorithms.md §7): exactness and its parts.
 
 Methodology, tier by tier:
 
@@ -10,7 +10,7 @@ Methodology, tier by tier:
   head/tail order of large vocabularies.
 * Exact enumeration (`spectr_gbv.exact`): TV of the output law, continued by the target,
   against the target's <= 1e-12, on tiny tables and with the large-vocabulary stand-ins.
-* Order: exact E[tau] is never below AS-BV's, strictly above it on a golden table of 4.9, and
+* Order: exact E[tau] is never below AS-BV's, strictly above it on a golden table of docs/algorithms.md §6.7, and
   never above the LP optimum.
 * Shared with AS-BV, in tests/test_as_bv.py (the rule reuses its phases): the theory line equals
   the enumerated mean given the drafts; K = 1 is GBV outcome for outcome under the same seeds;
@@ -113,7 +113,8 @@ def test_never_below_as_bv(V, L, K, seed, kind):
 
 
 def test_above_as_bv_and_below_the_ceiling_on_a_golden_table():
-    """4.9's q = (.5, .3, .2), p = (.2, .3, .5), L = 2, K = 3: AS-BV 1.676893, LP optimum 1.804040."""
+    """The golden table of docs/algorithms.md §6.7: q = (.5, .3, .2), p = (.2, .3, .5), L = 2,
+    K = 3: AS-BV 1.676893, LP optimum 1.804040."""
     q, p = constant((0.5, 0.3, 0.2)), constant((0.2, 0.3, 0.5))
     handoff = iteration_law(METHODS["as_bv_handoff"], q, p, 3, 2).expected_accepted
     assert handoff > 1.676893 + 1e-3

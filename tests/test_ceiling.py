@@ -1,10 +1,10 @@
-"""The ceiling (ALGORITHMS.md 4.6, 4.9): the best E[tau] any exact K-draft rule can reach.
+"""The ceiling (docs/algorithms.md §6.1, §6.2): the best E[tau] any exact K-draft rule can reach.
 
 Methodology: the LP "max over D in B(f) of GBV(D)" must reproduce the "LP optimum" column of
-4.9 to 1e-6 and GBV's exact E[tau] at K = 1; on random context-dependent tables it must lie
+docs/algorithms.md §6.7 to 1e-6 and GBV's exact E[tau] at K = 1; on random context-dependent tables it must lie
 at or above every exact method's exact E[tau] (the theory line summed over every draft tuple,
 which the enumeration tests tie to each verifier) and at or below
-the unattainable w^K bound of 4.6; the shortcut "Q is selectable, so OPT = L" must agree with
+the unattainable w^K bound of docs/algorithms.md §6.2; the shortcut "Q is selectable, so OPT = L" must agree with
 the LP where both apply; sizes over the bounds are refused with a ValueError.
 """
 
@@ -26,7 +26,7 @@ from components.views import compare
 
 Q2, P2 = (1 / 3, 2 / 3), (2 / 3, 1 / 3)
 
-GOLDEN_LP = [  # q, p, L, K, LP optimum (ALGORITHMS.md 4.9; K = 1 is GBV, 3.4)
+GOLDEN_LP = [  # q, p, L, K, LP optimum (docs/algorithms.md §6.7; K = 1 is GBV, §2.7)
     (Q2, P2, 2, 1, 11 / 9),
     (Q2, P2, 2, 2, 1.617284),
     (Q2, P2, 2, 3, 1.853224),
@@ -38,7 +38,7 @@ GOLDEN_LP = [  # q, p, L, K, LP optimum (ALGORITHMS.md 4.9; K = 1 is GBV, 3.4)
 
 
 @pytest.mark.parametrize("q, p, L, K, expected", GOLDEN_LP)
-def test_golden_lp_optimum_of_section_4_9(q, p, L, K, expected):
+def test_golden_lp_optimum_of_section_6_7(q, p, L, K, expected):
     assert optimal_expected_accepted(constant(q), constant(p), K, L) == pytest.approx(expected, abs=1e-6)
 
 
@@ -51,7 +51,8 @@ def test_one_draft_ceiling_is_gbv(seed):
 
 
 def wk_bound(target_fn, draft_fn, num_drafts: int, draft_length: int) -> float:
-    """sum_i sum_y w^K_i(y), w^K_i = min(w^K_{i-1} q, 1 - (1 - P(y_1:i))^K): 4.6's upper bound."""
+    """sum_i sum_y w^K_i(y), w^K_i = min(w^K_{i-1} q, 1 - (1 - P(y_1:i))^K): the upper bound
+    of docs/algorithms.md §6.2."""
     vocab, total = len(target_fn(())), 0.0
     weights = {(): 1.0}
     for i in range(1, draft_length + 1):

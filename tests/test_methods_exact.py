@@ -9,7 +9,7 @@ law of L+1 tokens: total variation below 1e-9 in float64. Models are context-dep
 or mixed with it.
 
 The released SpecTr-GBV rule is run through the same machinery, and its total-variation
-error is asserted to be the measured, non-zero value of ALGORITHMS.md 4.2.
+error is asserted to be the measured, non-zero value of docs/algorithms.md §5.4.
 """
 
 from __future__ import annotations

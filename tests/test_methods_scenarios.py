@@ -1,5 +1,5 @@
 """Tier (a): scenario tests with hand-written distributions and injected uniforms, and every
-golden value of ALGORITHMS.md (sections 2.4, 3.4, 4.2, 4.5).
+golden value of docs/algorithms.md §2.7, §3.6, §4.6 and §5.4.
 
 Golden E[tau] values are reproduced two ways: by summing each method's conditional
 expectation E[tau | drafts] over all draft tuples (fast, covers the L = 3 rows), and by
@@ -26,10 +26,10 @@ def f64(values) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.float64)
 
 
-# ---------------------------------------------------------------- section 2.4: one node, K-SEQ
+# ---------------------------------------------- docs/algorithms.md §3.6: one node, K-SEQ
 
 
-def test_kseq_rho_acceptance_and_residual_match_section_2_4():
+def test_kseq_rho_acceptance_and_residual_match_section_3_6():
     f, g = f64(Q2), f64(P2)
     rho = spectr.optimal_rho(f, g, 2)
     beta = spectr.kseq_beta(f, g, rho)
@@ -49,13 +49,13 @@ def test_rho_is_one_for_a_single_candidate_and_for_identical_distributions():
 
 
 @pytest.mark.parametrize("name, expected", [("sd", 2 / 3), ("rrs", 7 / 9), ("spectr", 0.811420)])
-def test_token_level_acceptance_at_L1_matches_section_2_4(name, expected):
+def test_token_level_acceptance_at_L1_matches_section_3_6(name, expected):
     num_drafts = 1 if name == "sd" else 2
     law = iteration_law(METHODS[name], constant(Q2), constant(P2), num_drafts, 1)
     assert law.expected_accepted == pytest.approx(expected, abs=1e-6)
 
 
-# ---------------------------------------------------------------- section 3.4: GBV worked example
+# ---------------------------------------------- docs/algorithms.md §2.7: GBV worked example
 
 GBV_TABLE = [  # draft, omega_1, omega_2, h_1, h_2
     ((A, B), 1 / 2, 1.0, None, 1.0),  # h_1 irrelevant: h_2 = 1
@@ -66,7 +66,7 @@ GBV_TABLE = [  # draft, omega_1, omega_2, h_1, h_2
 
 
 @pytest.mark.parametrize("draft, omega1, omega2, h1, h2", GBV_TABLE)
-def test_gbv_weights_and_block_probabilities_match_section_3_4(draft, omega1, omega2, h1, h2):
+def test_gbv_weights_and_block_probabilities_match_section_2_7(draft, omega1, omega2, h1, h2):
     inp = verify_input_for([draft], constant(Q2), constant(P2))
     omega, h = gbv.scan_probs(inp)
     assert omega.tolist() == pytest.approx([omega1, omega2], abs=1e-12)
@@ -110,7 +110,7 @@ def test_spectr_gbv_commits_an_intermediate_stop_and_hands_the_residual_on():
     assert [(t.draft, t.start, t.length, t.accepted) for t in result.tests] == [(0, 0, 1, True), (0, 0, 2, False), (1, 1, 1, True)]
 
 
-# ---------------------------------------------------------------- section 4.5: golden E[tau] table
+# ---------------------------------------------- docs/algorithms.md §4.6: golden E[tau] table
 
 GOLDEN = [  # q, p, L, K, {method: E[tau]}
     (Q2, P2, 2, 1, {"sd": 10 / 9, "gbv": 11 / 9, "spectr_gbv": 11 / 9}),
@@ -141,7 +141,7 @@ def theory_expected_accepted(name: str, target_fn, draft_fn, num_drafts: int, dr
     "q, p, L, K, name, expected",
     [(q, p, L, K, name, value) for q, p, L, K, row in GOLDEN for name, value in row.items()],
 )
-def test_golden_expected_accepted_of_section_4_5(q, p, L, K, name, expected):
+def test_golden_expected_accepted_of_section_4_6(q, p, L, K, name, expected):
     assert theory_expected_accepted(name, constant(q), constant(p), K, L) == pytest.approx(expected, abs=1e-6)
 
 
@@ -153,7 +153,7 @@ def test_golden_values_also_hold_by_full_enumeration(name):
     assert law.expected_accepted == pytest.approx(values[name], abs=1e-6)
 
 
-# ---------------------------------------------------------------- section 4.2: the released rule
+# ---------------------------------------------- docs/algorithms.md §5.4: the released rule
 
 RELEASED_GOLDEN = [  # q, p, L, K, E[tau] of the released rule
     (Q2, P2, 2, 1, 1.3333),
@@ -165,6 +165,6 @@ RELEASED_GOLDEN = [  # q, p, L, K, E[tau] of the released rule
 
 
 @pytest.mark.parametrize("q, p, L, K, expected", RELEASED_GOLDEN)
-def test_released_rule_reproduces_the_section_4_2_expected_lengths(q, p, L, K, expected):
+def test_released_rule_reproduces_the_section_5_4_expected_lengths(q, p, L, K, expected):
     law = iteration_law(METHODS["spectr_gbv_released"], constant(q), constant(p), K, L)
     assert law.expected_accepted == pytest.approx(expected, abs=6e-4)

@@ -3,7 +3,7 @@
 Method: N independent runs (seeds 0..N-1) of `generate` from the same prompt, each keeping
 its first n tokens; a chi-square test over all V**n outcomes against the exact target law
 of n tokens computed from the model (cells with expected count below 5 are pooled). The
-seeds are fixed, so the result is deterministic; alpha = 1e-3 (ALGORITHMS.md 7.1). The
+seeds are fixed, so the result is deterministic; alpha = 1e-3 (docs/algorithms.md §10.3). The
 released rule, run the same way on the GBV paper's example, must be rejected.
 """
 

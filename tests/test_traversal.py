@@ -1,4 +1,4 @@
-"""Traversal Verification on the merged trie (ALGORITHMS.md 4.9): exactness and reductions.
+"""Traversal Verification on the merged trie (docs/algorithms.md §8): exactness and reductions.
 
 Methodology: exact enumeration (`spectr_gbv.exact`) of every draft tuple, coin and draw,
 with TV of the output continued by the target against the target's law of L+1 tokens at
@@ -48,7 +48,7 @@ def test_traversal_is_exact_on_context_free_tables(q, p, L, K):
 
 
 def test_with_replacement_sibling_update_is_lossy(monkeypatch):
-    """Keep M_s(a) as it was after a deletion (the variant 4.9 measured at TV up to 0.06)."""
+    """Keep M_s(a) as it was after a deletion (the variant of docs/algorithms.md §8.3, TV up to 0.06)."""
     delete = traversal._delete
 
     def with_replacement(leaf):
@@ -78,8 +78,8 @@ def test_one_draft_has_gbv_s_law_and_expected_length():
 
 
 def test_golden_two_token_values():
-    """Traversal on the GBV paper's example: GBV's 11/9 at K = 1, then 115/81 at K = 2 (4.5's
-    MD-BV-RRS value; 4.9 measured Traversal below SpecTr-GBV* 1.475823)."""
+    """Traversal on the GBV paper's example: GBV's 11/9 at K = 1, then 115/81 at K = 2 (the
+    MD-BV-RRS value; docs/algorithms.md §8.3: below SpecTr-GBV* 1.475823)."""
     values = [iteration_law(METHODS["traversal"], constant(Q2), constant(P2), K, 2).expected_accepted for K in (1, 2)]
     assert values == pytest.approx([11 / 9, 115 / 81], abs=1e-12)
 

@@ -1,4 +1,4 @@
-"""Exact E[tau] and total-variation error of every method on ALGORITHMS.md's instances.
+"""Exact E[tau] and total-variation error of every method on the instances of docs/algorithms.md §4.6.
 
     python -m spectr_gbv.bench.exact_table
 

@@ -7,7 +7,7 @@
 temperature, a grid is several files. This reads them and writes one row per configuration: the
 mean E[tau | drafts] of the exact multi-draft rules, the best of them, and two paired differences
 with their 95 % t-intervals (computed by the frontier command, per prompt): the best against
-SpecTr (the issue's goal) and AS-BV against SpecTr-GBV★ (the §4.9 claim); where AS-BV with
+SpecTr (the issue's goal) and AS-BV against SpecTr-GBV★ (docs/algorithms.md §6.7); where AS-BV with
 hand-off ran too, its paired difference against AS-BV (from the saved per-prompt values). Then
 the tallies the README quotes, counted from those rows, never typed.
 """

@@ -5,7 +5,7 @@
 SpecTr-GBV (arXiv 2604.25925) reports block efficiency (BE) and speedup ratio (SR) for AR, SD,
 SpecTr, GBV and SpecTr-GBV on HumanEval, GSM8K, MGSM, LM1B and Alpaca, at K = 3, L = 8,
 T = 0.4, with ablations over K (1, 3, 5, 7), L (12, 16, 20, 24) and T (0.1, 0.4, 0.7)
-(ALGORITHMS.md section 6). This runs the same design on the default pair with the project's
+(docs/algorithms.md §11). This runs the same design on the default pair with the project's
 prompt suite (`assets/prompts/paper_suite.json`) and writes:
 
 * `paper_results.json`: every run's numbers;

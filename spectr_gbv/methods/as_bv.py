@@ -1,7 +1,8 @@
-"""AS-BV, adaptive select-then-block-verify (ALGORITHMS.md 4.9), exact.
+"""AS-BV, adaptive select-then-block-verify (docs/algorithms.md §6.4), exact.
 
 Every exact K-draft rule is bounded by "select one draft, then run GBV with the selected
-draft's exact law" (the block canonical decomposition, 4.9). AS-BV is such a rule:
+draft's exact law" (the block canonical decomposition, docs/algorithms.md §6.1). AS-BV is
+such a rule:
 
 * Phase 1 (`select_block`) walks down the trie of the K drafts, one token per level. At
   node u it picks one of the alive drafts' next tokens (alive = drafts whose prefix is the
@@ -9,10 +10,10 @@ draft's exact law" (the block canonical decomposition, 4.9). AS-BV is such a rul
   joint laws T_r[n](x, c) are known in closed form. It tracks pi, the law of the alive
   count given the selected prefix, so the selected block's law D = prod_u D_u is known
   exactly.
-* Phase 2 (`verify_block`) is plain GBV (section 3) on the selected block with D in place
-  of p; it ends as GBV does (`gbv.stop_law`).
+* Phase 2 (`verify_block`) is plain GBV (docs/algorithms.md §2.3) on the selected block
+  with D in place of p; it ends as GBV does (`gbv.stop_law`).
 
-    paper (ALGORITHMS.md 4.9)                   here
+    paper (docs/algorithms.md §6.4)             here
     u, d = |u|                                  node (target/draft rows at depth d)
     A, n = |A|                                  alive drafts, num_alive
     pi(n)                                       alive_law: {n: P(n alive | selected prefix u)}
@@ -28,18 +29,19 @@ draft's exact law" (the block canonical decomposition, 4.9). AS-BV is such a rul
     omega_i, S_i, h_i, tau (phase 2)            gbv.path_weights / block_accept_probs / scan_block
 
 One strict order (ratio q/p, ties broken by the larger token id) is used both to select
-and in the laws: an inconsistent tie-break is biased (TV 0.04-0.07, 4.9).
+and in the laws: an inconsistent tie-break is biased (TV 0.04-0.07, docs/algorithms.md §6.3).
 
 Deviations from paper, none of which costs exactness (any deterministic lambda and any fixed
 strict order keep the rule exact, since they depend only on the selected path):
-* lambda is the exact LP of 4.9's golden values, solved by HiGHS, not the note's grid; on
-  real vocabularies a reduced LP (`as_bv_lp`);
+* lambda is the exact LP behind the golden values of docs/algorithms.md §6.7, solved by
+  HiGHS, not a fixed grid; on real vocabularies a reduced LP (`as_bv_lp`);
 * above ORDER_HEAD tokens the order ranks only the likeliest proposals by ratio, and from
   SUPPORT_FROM_VOCAB tokens on both phases run on the draft's support plus one rest cell
   (`as_bv_fast`; the final token is still drawn on the full vocabulary);
 * an alive count of negligible posterior is served by "first" (`node_law`).
-On tables of at most 64 tokens the order and the LP are the note's; the last applies at
-every size (posterior below 1e-6) and leaves every golden value unchanged.
+On tables of at most 64 tokens the order and the LP are those of docs/algorithms.md §6.4;
+the last applies at every size (posterior below 1e-6) and leaves every golden value
+unchanged.
 
 Phase 1 spends coins only where a choice is random (the component draw, seq's tests), so
 at K = 1 AS-BV draws exactly GBV's uniforms and returns GBV's outcomes.
@@ -148,7 +150,7 @@ def phase_two_probs(inp: VerifyInput, draft: int, selected: torch.Tensor) -> tup
 
 def expected_accepted(inp: VerifyInput) -> float:
     """E[tau | drafts] = sum over the <= K selectable paths of P(path selected) x GBV's
-    sum_i [1 - prod_{j>=i} (1 - h_j)] on that path with D (4.9, theory line)."""
+    sum_i [1 - prod_{j>=i} (1 - h_j)] on that path with D (docs/algorithms.md §9.2)."""
     L = inp.draft_length
     small = on_support(inp)
     inp = inp if small is None else small.inp  # E[tau] is a sum over the draft's tokens: the same number

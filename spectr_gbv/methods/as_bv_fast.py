@@ -1,14 +1,14 @@
-"""AS-BV's large-vocabulary machinery (ALGORITHMS.md 4.9): the strict order at a node, the
-count sums of its laws, and the switch to the draft's support.
+"""AS-BV's large-vocabulary machinery (docs/algorithms.md §6.3, §6.6): the strict order at a
+node, the count sums of its laws, and the switch to the draft's support.
 
 These are the speed stand-ins of `as_bv`: on tables of at most ORDER_HEAD tokens the order is
-the note's (every token ranked by q/p, ties broken by the larger id); above that only the
-likeliest proposals are ranked by ratio. `count_sum` is evaluated by Horner's rule from
-HORNER_FROM candidates on. From SUPPORT_FROM_VOCAB tokens on, both phases run on the draft's
-support plus one rest cell (`spectr_gbv.methods.support`): a draft head narrower than the
-target's vocabulary (the default pair's: 8,192 of 49,152) proposes no other token, and tokens it
-cannot propose add nothing to any selection law and only their total target mass to a residual
-mass, so the rule is the same. Each is either the same quantity (Horner, the support layout) or
+that of docs/algorithms.md §6.3 (every token ranked by q/p, ties broken by the larger id);
+above that only the likeliest proposals are ranked by ratio. `count_sum` is evaluated by
+Horner's rule from HORNER_FROM candidates on. From SUPPORT_FROM_VOCAB tokens on, both phases
+run on the draft's support plus one rest cell (`spectr_gbv.methods.support`): a draft head
+narrower than the target's vocabulary (the default pair's: 8,192 of 49,152) proposes no other
+token, and tokens it cannot propose add nothing to any selection law and only their total
+target mass to a residual mass, so the rule is the same. Each is either the same quantity (Horner, the support layout) or
 another fixed strict order, which keeps the rule exact; tests/test_as_bv_fast.py and
 tests/test_as_bv.py compare them with their references on seeded inputs.
 """
@@ -47,9 +47,9 @@ def on_support(inp: VerifyInput) -> OnSupport | None:
 class NodeOrder:
     """The strict order > at node u: on the head, by q/p, ties broken by the larger token id.
 
-    With V <= ORDER_HEAD the head is every token: the order of 4.9. Otherwise the head is
-    the ORDER_HEAD tokens the draft is likeliest to propose, and the tail (the rest) lies
-    below the head, by id. Deviation from paper: any fixed strict order keeps the rule
+    With V <= ORDER_HEAD the head is every token: the order of docs/algorithms.md §6.3.
+    Otherwise the head is the ORDER_HEAD tokens the draft is likeliest to propose, and the
+    tail (the rest) lies below the head, by id. Deviation from paper: any fixed strict order keeps the rule
     exact; this one needs no O(V log V) sort of the vocabulary at every node, and lex
     still ranks the proposals that carry almost all of the draft mass by ratio.
     """
@@ -92,8 +92,8 @@ class NodeOrder:
         return self.tail.bool() & (torch.arange(vocab, device=self.head.device) < y)
 
     def rho(self, target: torch.Tensor, draft: torch.Tensor, n: int) -> torch.Tensor:
-        """rho for seq: rho* of 2.2 (sorted once per node), or with a tail, rho* of the
-        head with the tail merged into one token. seq's law holds for any rho (its fallback
+        """rho for seq: rho* of docs/algorithms.md §3.3 (sorted once per node), or with a
+        tail, rho* of the head with the tail merged into one token. seq's law holds for any rho (its fallback
         is lex over the rejected, not a residual), so the approximation costs no exactness."""
         if self.compressed is None:
             return optimal_rho(target, draft, n, descending=self.head.flip(0))
@@ -131,7 +131,7 @@ def strict_order(target: torch.Tensor, draft: torch.Tensor) -> NodeOrder:
 
 def count_sum(carrier: torch.Tensor, below: torch.Tensor, n: int) -> torch.Tensor:
     """sum_{c=1..n} C(n,c) carrier^c below^(n-c): P(the max of n i.i.d. draws is x), term by
-    term, because (carrier + below)^n - below^n cancels for small carrier (4.9)."""
+    term, because (carrier + below)^n - below^n cancels for small carrier (docs/algorithms.md §6.3)."""
     if n == 1:
         return carrier  # C(1, 1) carrier below^0
     if n >= HORNER_FROM:

@@ -2,7 +2,7 @@
 node is handed to the drafts still alive there (recursive rejection sampling with their known
 conditional laws), and an accepted one's remaining block is verified by plain GBV.
 
-The rule and its proof of exactness: docs/proofs/as_bv_handoff.md; background ALGORITHMS.md 4.9.
+The rule and its proof of exactness: docs/proofs/as_bv_handoff.md, summarised in docs/algorithms.md §7.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""AS-BV's mixture weights lambda (ALGORITHMS.md 4.9, phase 1 line 4): the LP solver.
+"""AS-BV's mixture weights lambda (docs/algorithms.md §6.4, phase 1): the LP solver.
 
 At node u, lambda[n] = argmax over the 2-simplex of F(lambda) = sum_x min(lambda . s(x), cap(x)),
 s = the three components' marginals s_r[n] (lex, seq, first, in this order), cap = omega q(. | u).
-Deviation from paper: 4.9 says lambda is the argmax "on a fixed grid". Its golden values are
-reproduced, to 1e-6, only by the exact LP solved by HiGHS with lambda as the first variables (a
-231-point grid misses four of the six, by up to 0.02, through tie-breaking in flat regions), so
-that LP is solved here on tables of at most MAX_LP_TOKENS tokens. Above that, a reduced LP whose
+Deviation from paper: the reference formulation takes lambda as the argmax "on a fixed
+grid". The golden values of docs/algorithms.md §6.7 are reproduced, to 1e-6, only by the
+exact LP solved by HiGHS with lambda as the first variables (a 231-point grid misses four of
+the six, by up to 0.02, through tie-breaking in flat regions), so that LP is solved here on
+tables of at most MAX_LP_TOKENS tokens. Above that, a reduced LP whose
 maximum is found among the vertices of its arrangement, at a cost independent of V beyond a few
 passes. Any deterministic lambda keeps AS-BV exact (lambda depends only on the selected path).
 """
@@ -42,8 +43,8 @@ def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor, capped: torch.Te
 
     Up to MAX_LP_TOKENS tokens: the LP max sum_x t_x with t_x <= lambda . s(x), t_x <= cap(x),
     solved by HiGHS's dual simplex with lambda as the first variables. That is the
-    formulation behind 4.9's golden values; where the maximum is not unique, the solver's
-    vertex is the tie-break, and the golden values depend on it.
+    formulation behind the golden values of docs/algorithms.md §6.7; where the maximum is not
+    unique, the solver's vertex is the tie-break, and the golden values depend on it.
 
     Above that (real vocabularies): a token with s_r(x) <= cap(x) for every r adds
     lambda . s(x), one with s_r(x) >= cap(x) for every r adds cap(x), exactly. Of the others

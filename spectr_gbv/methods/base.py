@@ -1,6 +1,6 @@
 """The one interface every verifier implements.
 
-Notation (ALGORITHMS.md, whose letters are the reverse of Leviathan et al.):
+Notation (docs/algorithms.md §1.2; its letters are the reverse of Leviathan et al.'s):
 
     paper                              here
     p(. | u)   draft distribution      draft_probs[k, d]    (node u = X^(k)_{1:d})
@@ -12,7 +12,7 @@ Notation (ALGORITHMS.md, whose letters are the reverse of Leviathan et al.):
 
 A verifier is a function `verify(inp: VerifyInput, rng: Randomness) -> VerifyResult`
 plus `expected_accepted(inp) -> float`, the conditional expectation of tau given the
-drafts (the Rao-Blackwellised "theory" line, ALGORITHMS.md section 7).
+drafts (the Rao-Blackwellised "theory" line, docs/algorithms.md §9.2).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def canonical_rows(draft_tokens: torch.Tensor) -> torch.Tensor:
     """c[k, d] = the lowest draft index whose first d tokens equal draft k's. [K, L+1]
 
     Drafts that share a trie node must be verified against ONE copy of that node's
-    distributions (batched forwards can differ in the last bits; ALGORITHMS.md section 0).
+    distributions (batched forwards can differ in the last bits; docs/algorithms.md §1.5).
     """
     num_drafts, draft_length = draft_tokens.shape
     same = draft_tokens[:, None, :] == draft_tokens[None, :, :]  # [K, K, L]

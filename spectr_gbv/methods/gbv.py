@@ -1,14 +1,14 @@
 """Greedy block verification, GBV (Sun, Mendlovic, Leviathan, et al.; arXiv 2403.10444).
 
-ALGORITHMS.md section 3. Single draft: only draft 0 is read.
+docs/algorithms.md §2.3, §2.4. Single draft: only draft 0 is read.
 
-    paper (ALGORITHMS.md)                 here
+    paper (docs/algorithms.md §2.3)       here
     omega_i  residual weight              omega[i-1]
     S_i      residual mass after i        residual_mass(...)
     h_i      sub-block acceptance prob    h[i-1]
 
 The helpers `block_weights` and `block_accept_probs` are shared with SpecTr-GBV, whose
-per-draft scan is GBV with a different first weight (ALGORITHMS.md section 4.4, lemma).
+per-draft scan is GBV with a different first weight (docs/algorithms.md §4.3).
 GBV, SpecTr-GBV, AS-BV and AS-BV+H all scan a block with `scan_block` and end the
 scan with `stop_law`: the bonus after a whole block, else GBV's residual at the stop.
 """
@@ -121,7 +121,7 @@ def stop_law(
     draft_rows: torch.Tensor,  # [m, V']: p (AS-BV: D) at the same nodes
     expand: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, FinalKind]:
-    """The law Y is drawn from when a GBV scan of m tokens stops at tau (ALGORITHMS.md 3.1):
+    """The law Y is drawn from when a GBV scan of m tokens stops at tau (docs/algorithms.md §2.3):
     q_{m+1} ("bonus") when tau = m, else the correction r_tau = norm((omega_tau q_{tau+1} -
     p_{tau+1})_+), omega_0 = 1 (the plain SD residual). `expand` puts a draft row kept on a
     compressed layout (V' != V, `support.OnSupport.expand`) back on the target's vocabulary."""
@@ -181,7 +181,7 @@ def all_fail_from(h: torch.Tensor) -> torch.Tensor:
 
 
 def expected_from_h(h: torch.Tensor) -> torch.Tensor:
-    """E[tau | draft] = sum_i [1 - prod_{j>=i} (1 - h_j)] (ALGORITHMS.md 3.3). h: [..., m]"""
+    """E[tau | draft] = sum_i [1 - prod_{j>=i} (1 - h_j)] (docs/algorithms.md §2.6). h: [..., m]"""
     return (1.0 - all_fail_from(h)).sum(-1)
 
 

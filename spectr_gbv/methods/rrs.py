@@ -1,4 +1,4 @@
-"""SpecInfer-style multi-draft recursive rejection sampling (RRS), ALGORITHMS.md 2.5.
+"""SpecInfer-style multi-draft recursive rejection sampling (RRS), docs/algorithms.md §3.5.
 
 Each candidate gets an ordinary SD test against the current target f'; after a rejection
 f' becomes norm((f' - g)_+) for the next candidate. A rejected token has f'(x) = 0

@@ -1,6 +1,6 @@
 """Standard speculative sampling (Leviathan et al. 2023; Chen et al. 2023).
 
-ALGORITHMS.md section 1. Single draft: only draft 0 is read. Position i is accepted with
+docs/algorithms.md §2.1. Single draft: only draft 0 is read. Position i is accepted with
 a_i = min(1, q_i(X_i) / p_i(X_i)); at the first rejection the correction token is drawn
 from norm((q_i - p_i)_+); if all L are accepted the bonus token comes from q_{L+1}.
 """

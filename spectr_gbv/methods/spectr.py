@@ -1,8 +1,8 @@
 """SpecTr: K-SEQ token-level multi-draft selection with tree pruning.
 
-Sun, Suresh, Ro, Beirami, Jain, Yu; NeurIPS 2023, arXiv 2310.15141. ALGORITHMS.md 2.2-2.3.
+Sun, Suresh, Ro, Beirami, Jain, Yu; NeurIPS 2023, arXiv 2310.15141. docs/algorithms.md §3.1-§3.4.
 
-    paper (ALGORITHMS.md)              here
+    paper (docs/algorithms.md §3.2)    here
     f = q(. | u), g = p(. | u)         target, draft
     rho*, beta(rho)                    optimal_rho(...), kseq_beta(...)
     n candidates                       num_candidates
@@ -38,7 +38,7 @@ def optimal_rho(
     caller that needs rho* for several n at one node sorts once. Any order of tied ratios
     gives the same beta at the breakpoints (a tied token adds g = f/rho there either way).
 
-    G is nondecreasing and G(n) >= 0 (ALGORITHMS.md 2.2); rho* = 1 whenever G(1) >= 0, in
+    G is nondecreasing and G(n) >= 0 (docs/algorithms.md §3.3); rho* = 1 whenever G(1) >= 0, in
     particular for n = 1 (plain SD). beta is piecewise of the form A + B/rho between the
     breakpoints r_x = f(x)/g(x): A = sum_{r >= rho} g, B = sum_{r < rho} f. So G is
     evaluated at every breakpoint at once from sorted cumulative sums, which brackets rho*

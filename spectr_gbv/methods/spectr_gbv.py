@@ -1,10 +1,10 @@
-"""SpecTr-GBV, exact: recursive block K-SEQ (ALGORITHMS.md section 4.3, "SpecTr-GBV*").
+"""SpecTr-GBV, exact: recursive block K-SEQ (docs/algorithms.md §4, "SpecTr-GBV*").
 
-The project's `spectr_gbv`. The rule the authors released (section 4.1) does not preserve
+The project's `spectr_gbv`. The rule the authors released (docs/algorithms.md §5) does not preserve
 the target distribution; it lives in `spectr_gbv_released.py`. This one is proven exact
-(section 4.4), equals GBV at K = 1 and SpecTr's K-SEQ at L = 1.
+(docs/algorithms.md §4.4), equals GBV at K = 1 and SpecTr's K-SEQ at L = 1.
 
-    paper (ALGORITHMS.md 4.3)                 here
+    paper (docs/algorithms.md §4.2)           here
     u, d = |u|                                accepted prefix, depth
     f                                         node_target: first-token target at u
     S (unused drafts consistent with u)       unused
@@ -111,7 +111,7 @@ def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
 
 
 def expected_accepted(inp: VerifyInput) -> float:
-    """E[tau | drafts]: recurse over attempts and stopping points (ALGORITHMS.md 7).
+    """E[tau | drafts]: recurse over attempts and stopping points (docs/algorithms.md §9.2).
 
     P(t* = t | draft) = h_t prod_{s>t} (1 - h_s); P(t* = 0) = prod_s (1 - h_s). Branches of
     probability 0 are pruned, which keeps the recursion small in practice.

@@ -1,12 +1,12 @@
 """SpecTr-GBV as released by its authors. LOSSY: it does NOT preserve the target distribution.
 
-Kept only to measure and show its bias (ALGORITHMS.md 4.1-4.2): on the GBV paper's own
+Kept only to measure and show its bias (docs/algorithms.md §5.2, §5.3): on the GBV paper's own
 two-token example (q = (1/3, 2/3), p = (2/3, 1/3), L = 2, K = 1) its output law is at
 total-variation distance about 0.11 from the target's. The project's SpecTr-GBV is the
 exact rule in `spectr_gbv.py`.
 
 This is a port of the verification in the authors' `src/engine.py` (restated from the
-reconstruction in ALGORITHMS.md 4.1). All probabilities are joint along the draft being
+reconstruction in docs/algorithms.md §5.1). All probabilities are joint along the draft being
 examined (P = prod p, Q = prod q over its first i tokens), with m(x) = min(P(x)/Q(x), 1):
 
     Eq. 2, sub-block of length i (i = tau+1 .. L-1, the range fixed when draft k starts):

@@ -1,11 +1,11 @@
 """Traversal Verification (Weng, Hu, et al.; arXiv 2505.12398, NeurIPS 2025) on the merged
-trie of the K drafts, with the without-replacement sibling update (ALGORITHMS.md 4.9).
+trie of the K drafts, with the without-replacement sibling update (docs/algorithms.md §8).
 
 The K drafts are merged into one token tree. Leaves are tested in depth-first pre-order;
 a rejected leaf is deleted and its parent's distributions are updated, so the parent may
 become a leaf and be tested in turn, down to the root, which always succeeds.
 
-    paper (ALGORITHMS.md 4.9)               here
+    paper (docs/algorithms.md §8.1)         here
     node a of the merged trie               Node (its token path; children in order of first appearance)
     M_b(a), M_s(a)                          Node.big, Node.small: q(. | a), p(. | a) at first
     w_a                                     Node.weight: w_root = 1, w_c = min(w_a M_b(a)[c] / M_s(a)[c], 1)
@@ -14,9 +14,10 @@ become a leaf and be tested in turn, down to the root, which always succeeds.
     M_b(a) <- r / S                         (the GBV residual at a)
     M_s(a) <- M_s(a), token l zeroed        the without-replacement update
 
-On one draft the trie is a chain and this is GBV's backward scan (section 3.2). Only the
-without-replacement update of M_s is exact; keeping M_s unchanged (with replacement) is
-lossy (TV up to 0.06), so that variant is not offered here.
+On one draft the trie is a chain and this is GBV's backward scan (docs/algorithms.md §2.4).
+Only the without-replacement update of M_s is exact (docs/algorithms.md §8.2); keeping M_s
+unchanged (with replacement) is lossy (TV up to 0.06, §8.3), so that variant is not offered
+here.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The token-level tree walk shared by SpecTr and SpecInfer-style RRS (ALGORITHMS.md 2.3).
+"""The token-level tree walk shared by SpecTr and SpecInfer-style RRS (docs/algorithms.md §3.1).
 
 At depth d the accepted prefix is u; the alive drafts are ALL drafts with X_{1:d} = u
 (drafts whose token was rejected at an earlier node are kept: their continuations are
-still i.i.d. draft samples, ALGORITHMS.md 2.3 line 6). A node rule looks at the alive
+still i.i.d. draft samples, docs/algorithms.md §3.1). A node rule looks at the alive
 drafts' next tokens and either accepts one of them or rejects them all and supplies a
 residual to draw the correction token from.
 
