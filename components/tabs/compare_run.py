@@ -18,7 +18,7 @@ from spectr_gbv.ceiling import run_ceiling
 from spectr_gbv.config import DecodeConfig
 from spectr_gbv.coupled import CoupledRun, coupled_steps
 from spectr_gbv.engine import generate_config, run_record
-from spectr_gbv.models.cpu_kernel import server_note
+from spectr_gbv.models import server_note
 from spectr_gbv.records import RunRecord
 
 from ..serving.limits import BudgetSpent

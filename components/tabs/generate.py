@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from spectr_gbv.engine import decode_iterations, run_record
-from spectr_gbv.models.cpu_kernel import server_note
+from spectr_gbv.models import server_note
 
 from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
