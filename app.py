@@ -1,10 +1,10 @@
 """SpecTr-GBV Explorer: the Gradio app.
 
 The page is a sidebar of settings, a prompt, and one tab per view, each built and wired by
-its module in components/views/ (Generate, Iteration explorer, Compare, Sweep, Fidelity,
-Lesson, Playground, About). Handlers there are short: components.views.settings checks the
-UI values, the library (spectr_gbv) produces run records, and pure renderers turn records
-into HTML and Plotly figures. Serving in public (fair lines per visitor, ZeroGPU, budgets)
+its module in components/tabs/ (Generate, Iteration explorer, Compare, Sweep, Fidelity,
+Lesson, Playground, About). Handlers there are short: components.wiring.settings checks the
+UI values, the library (spectr_gbv) produces run records, and the pure renderers in
+components/render/ turn records into HTML and Plotly figures. Serving in public (fair lines per visitor, ZeroGPU, budgets)
 is components/serving/. Public API endpoints: /generate, /compare, /sweep, /fidelity.
 """
 
@@ -26,10 +26,11 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from components.serving import gate, limits, logs, visitors
-from components.views import about, compare, explorer, fidelity, generate, lesson, playground, screens, share, sidebar, sweep
-from components.views.inputs import EXAMPLES
-from components.views.page import Page
-from components.views.text import LOSSY_NOTE
+from components.tabs import about, compare, explorer, fidelity, generate, lesson, playground, sidebar, sweep
+from components.wiring import screens, share
+from components.wiring.inputs import EXAMPLES
+from components.wiring.page import Page
+from components.render.text import LOSSY_NOTE
 from spectr_gbv import METHODS
 from spectr_gbv.pairs import DEFAULT_KEY, get_pair
 

@@ -1,1 +1,1 @@
-"""The app's parts: the UI (views/) and serving in public (serving/)."""
+"""The app's parts: the UI (tabs/, render/, wiring/) and serving in public (serving/)."""

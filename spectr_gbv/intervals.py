@@ -2,7 +2,7 @@
 
 Used by the paper bench (`bench.paper.mean_ci`), the coupled frontier and the trend checks
 (`bench.frontier.paired_interval`, on paired differences) and the app's repeat bands
-(`components.views.runs.mean_band`), so a band in the app and an interval in a results file are
+(`components.wiring.runs.mean_band`), so a band in the app and an interval in a results file are
 the same computation.
 """
 

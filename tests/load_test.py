@@ -24,7 +24,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from components.views import generate
+from components.tabs import generate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -6,7 +6,8 @@ import gradio as gr
 import pytest
 
 import app
-from components.views import explorer, generate, inputs, sweep
+from components.tabs import explorer, generate, sweep
+from components.wiring import inputs
 from spectr_gbv import METHODS
 from spectr_gbv.toy import WORDS, toy_pair
 
@@ -105,7 +106,7 @@ def test_every_run_button_is_busy_during_its_run_and_a_failure_replaces_its_outp
     """Wiring, as Gradio's page reads it: click -> the button disabled at once (unqueued) -> the public
     run -> the button back (`.then`) and, on failure, the message where the outputs were (`.failure`,
     which is all the page runs after a failed event: it carries the button back too)."""
-    from components.views.run_events import RUNNING
+    from components.wiring.run_events import RUNNING
 
     demo = app.build_demo(default_pair="toy", default_prompt="the cat")
     fns = demo.fns
@@ -126,8 +127,8 @@ def test_every_run_button_is_busy_during_its_run_and_a_failure_replaces_its_outp
 def test_a_failed_run_puts_its_message_where_its_outputs_were():
     import types
 
-    from components.views.errors import FAILURES, translate_error
-    from components.views.run_events import failure_outputs
+    from components.wiring.errors import FAILURES, translate_error
+    from components.wiring.run_events import failure_outputs
 
     outputs = {"output": gr.HTML(), "metrics_line": gr.Markdown(), "data": gr.JSON(), "grid": gr.HTML()}
     button = gr.Button("Generate")

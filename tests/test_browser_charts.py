@@ -22,8 +22,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
 from browser_kit import NARROW, TIMEOUT, WINDOW, browser, count, open_tab, resize, screenshots, wait_for  # noqa: F401
-from components.views import compare, inputs, sweep
-from components.views.run_events import RUNNING
+from components.tabs import compare, sweep
+from components.wiring import inputs
+from components.wiring.run_events import RUNNING
 from test_browser_runs import _slow_toy_pair
 
 SIZES = [WINDOW, (1100, 800), NARROW]

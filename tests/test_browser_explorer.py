@@ -18,7 +18,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
 from browser_kit import NARROW, TIMEOUT, WINDOW, browser, resize, wait_for  # noqa: F401
-from components.views.palette import METHOD_COLOURS
+from components.render.palette import METHOD_COLOURS
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from selenium.webdriver.common.keys import Keys
 
 from app_server import running_app
 from browser_kit import NARROW, WINDOW, browser, open_tab, resize, screenshots, wait_for, wait_until  # noqa: F401
-from components.views.screens import NARROW_PX
+from components.wiring.screens import NARROW_PX
 
 PROJECTOR = (1024, 768)
 # (width, height, presentation mode): the three sizes of the issue, and the titles also at the other mode

@@ -4,7 +4,7 @@ Each of the five steps' buttons, pressed in turn at 1440x900, at 1024x768 in pre
 (a projector) and at 800x1000, must run its example and end on the view that shows the step:
 on that tab, with the step's content on the first screen (read from its bounding rectangle),
 and with every control the step sets showing the value its text assumes (the values of
-components.views.lesson_try, which the text is computed from). The runs are the teaching
+components.tabs.lesson_try, which the text is computed from). The runs are the teaching
 pairs' (milliseconds per token); step 5's Fidelity check is the slowest, a few seconds.
 """
 
@@ -15,8 +15,8 @@ from selenium.webdriver.common.by import By
 
 from app_server import running_app
 from browser_kit import NARROW, WINDOW, browser, open_tab, resize, screenshots, wait_for, wait_until  # noqa: F401
-from components.views import lesson_try
-from components.views.playground import tokens_shown
+from components.tabs import lesson_try
+from components.tabs.playground import tokens_shown
 from spectr_gbv import METHODS
 from spectr_gbv.pairs import PAIRS
 

@@ -11,7 +11,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
-from components.views import compare, inputs
+from components.tabs import compare
+from components.wiring import inputs
 from app_server import running_app
 from browser_kit import TIMEOUT, WINDOW, browser, count, open_tab, screenshots, resize, scroll_to, wait_for  # noqa: F401
 from test_limits_and_faults import limits  # noqa: F401  (the server runs in this process: its limits are swapped)

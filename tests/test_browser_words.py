@@ -15,7 +15,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
 from browser_kit import NARROW, TIMEOUT, WINDOW, browser, open_tab, resize, screenshots, wait_for  # noqa: F401
-from components.views.share import TABS
+from components.wiring.share import TABS
 from spectr_gbv.pairs import PAIRS
 
 

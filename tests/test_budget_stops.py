@@ -17,7 +17,8 @@ import re
 import pytest
 
 from app_server import running_app
-from components.views import compare, fidelity, inputs, sweep
+from components.tabs import compare, fidelity, sweep
+from components.wiring import inputs
 from raw_api import call
 from test_fair_and_bounded import _stand_in_pair
 from test_limits_and_faults import last, limits, toy_generate  # noqa: F401  (the fixture: this process's limits)

@@ -22,7 +22,7 @@ from spectr_gbv.config import DecodeConfig
 from spectr_gbv.exact import iteration_law, sequence_prob
 from spectr_gbv.methods import METHODS
 from test_methods_scenarios import theory_expected_accepted
-from components.views import compare
+from components.tabs import compare
 
 Q2, P2 = (1 / 3, 2 / 3), (2 / 3, 1 / 3)
 
@@ -118,8 +118,8 @@ def test_run_ceiling_reads_the_contexts_where_iterations_started():
 
 
 def test_compare_chart_draws_the_ceiling_line_only_when_given():
-    from components.views.band_figures import efficiency_band_figure
-    from components.views.runs import point_stats
+    from components.render.band_figures import efficiency_band_figure
+    from components.wiring.runs import point_stats
 
     points = {"as_bv": point_stats([2.4], [1.3], [20])}
     assert not efficiency_band_figure(points, coupled=True).layout.shapes
@@ -140,7 +140,7 @@ def test_compare_on_a_teaching_pair_draws_the_ceiling_in_its_chart():
 
 
 def test_about_table_has_every_exact_multi_draft_rule_under_the_ceiling():
-    from components.views.about import frontier_methods, frontier_rows
+    from components.tabs.about import frontier_methods, frontier_rows
 
     assert {"as_bv", "traversal", "spectr", "spectr_gbv"} <= set(frontier_methods())
     for K, values, best in frontier_rows():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from components.views import explorer, generate
+from components.tabs import explorer, generate
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,10 @@ import app
 import components.serving.limits as limits_module
 from app_server import free_port
 from components.serving import visitors
-from components.views import compare, generate, inputs, settings, sweep
-from components.views import caps
-from components.views import fidelity as fidelity_view
+from components.tabs import compare, generate, sweep
+from components.wiring import inputs, settings
+from components.wiring import caps
+from components.tabs import fidelity as fidelity_view
 from raw_api import call
 from spectr_gbv import toy
 from spectr_gbv.fidelity import fidelity
@@ -95,7 +96,7 @@ def test_a_fidelity_request_is_stopped_in_its_decoding_phase(limits, monkeypatch
 
 def test_a_fidelity_request_stopped_later_keeps_the_runs_it_compared(limits, monkeypatch):
     """20 runs are compared 10 at a time: stopped in the second chunk, the first chunk's comparison stays."""
-    # An estimate that is wrong (any N fits: components.views.caps.max_fidelity_runs), so the request
+    # An estimate that is wrong (any N fits: components.wiring.caps.max_fidelity_runs), so the request
     # starts and the true iterations spend the budget part way through.
     monkeypatch.setattr(caps, "max_fidelity_runs", lambda *args, **kwargs: 10**6)
     needed = _decoding_iterations(20, 2, L=1)

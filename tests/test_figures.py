@@ -6,15 +6,15 @@ import re
 
 import pytest
 
-from components.views import figures
-from components.views.chart_layout import SUBTITLE_CHARS
-from components.views.speedup_figure import speedup_figure
-from components.views.band_figures import efficiency_band_figure, sweep_band_figures
-from components.views.runs import point_from_summaries, point_stats, speedup_of
-from components.views.palette import LOSSY_RED
-from components.views.grid import draft_grid_html
-from components.views.text import metrics_line, provenance_html, side_by_side_html
-from components.views import fidelity
+from components.render import figures
+from components.render.chart_layout import SUBTITLE_CHARS
+from components.render.speedup_figure import speedup_figure
+from components.render.band_figures import efficiency_band_figure, sweep_band_figures
+from components.wiring.runs import point_from_summaries, point_stats, speedup_of
+from components.render.palette import LOSSY_RED
+from components.render.grid import draft_grid_html
+from components.render.text import metrics_line, provenance_html, side_by_side_html
+from components.tabs import fidelity
 from spectr_gbv import generate
 from spectr_gbv.config import DecodeConfig
 from spectr_gbv.sweep import sweep
@@ -206,7 +206,7 @@ def test_position_axes_have_whole_number_ticks(records):
         assert (axis.tickmode, axis.tick0, axis.dtick) == ("linear", first, 1), name  # no 1.5 between positions
     theory = charts["theory"].layout.xaxis  # iterations: a whole step, on its own multiples
     assert theory.tickmode == "linear" and float(theory.dtick).is_integer() and theory.dtick >= 1
-    from components.views.chart_layout import whole_step
+    from components.render.chart_layout import whole_step
 
     assert [whole_step(1, n) for n in (1, 4, 10, 11, 40, 64, 400)] == [1, 1, 1, 2, 5, 10, 50]
     assert whole_step(0, 1) == 1  # tau 0..1: ticks 0 and 1, not 0, 0.5, 1
@@ -240,7 +240,7 @@ def test_nothing_is_written_over_the_bars_and_the_ceiling_is_named_in_the_legend
 def test_subtitles_are_short_lines_inside_a_top_margin_made_for_them(records):
     """Two charts side by side beside the open sidebar are about 480 px wide (down to 360): a subtitle
     line longer than SUBTITLE_CHARS was cut off at the chart's right edge."""
-    from components.views.chart_layout import top_margin
+    from components.render.chart_layout import top_margin
 
     for name, chart in all_charts(records).items():
         subtitle = chart.layout.title.subtitle.text

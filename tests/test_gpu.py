@@ -28,8 +28,9 @@ import torch
 import app
 from spectr_gbv.pairs import PAIRS
 from components.serving import gpu, limits
-from components.views import compare, explorer, fidelity, generate, inputs, sweep
-from components.views.grid import draft_grid_html
+from components.tabs import compare, explorer, fidelity, generate, sweep
+from components.wiring import inputs
+from components.render.grid import draft_grid_html
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR_KEY = "default"

@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from components.views.grid import cell_states, draft_grid_html
+from components.render.grid import cell_states, draft_grid_html
 from spectr_gbv import METHODS, generate
 from spectr_gbv.methods.base import SubBlockTest
 from spectr_gbv.records import IterationRecord, TopToken
@@ -236,7 +236,7 @@ def test_the_handoff_panel_tells_an_accepted_offer_and_a_lone_draft():
 def test_the_handoff_story_reads_every_real_iteration():
     """On real AS-BV+H runs the story's reading of the tests agrees with the record: an accepted offer
     is the winning draft, else the chosen draft keeps what its check kept."""
-    from components.views.handoff_story import handoff_story, read_handoff
+    from components.render.handoff_story import handoff_story, read_handoff
 
     target, draft = toy_pair()
     kinds = set()

@@ -14,7 +14,7 @@ import torch
 
 import components.serving.limits as limits_module
 from components.serving.limits import Budget, Limits
-from components.views import explorer, fidelity, generate, sweep
+from components.tabs import explorer, fidelity, generate, sweep
 from spectr_gbv import METHODS
 from tiny_models import save_tiny_llama
 

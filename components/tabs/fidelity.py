@@ -15,16 +15,17 @@ from spectr_gbv.fidelity import fidelity_result, fidelity_sample
 from ..serving import gpu, visitors
 from ..serving import limits
 from ..serving.limits import BudgetSpent
-from . import caps, cost, figures
-from .budget_stops import Ticker, budget_stop, what_fits
-from .errors import translate_error, user_errors
-from .inputs import DEFAULT_METHOD, draft_for, prepare
-from .outputs import NamedOutputs, skip
-from .run_events import run_events
-from .runs import header_line
-from .text import visible_token
-from .settings import check_method, number, settings
-from .words import how_to_read
+from ..wiring import caps, cost
+from ..render import figures
+from ..wiring.budget_stops import Ticker, budget_stop, what_fits
+from ..wiring.errors import translate_error, user_errors
+from ..wiring.inputs import DEFAULT_METHOD, draft_for, prepare
+from ..wiring.outputs import NamedOutputs, skip
+from ..wiring.run_events import run_events
+from ..wiring.runs import header_line
+from ..render.text import visible_token
+from ..wiring.settings import check_method, number, settings
+from ..render.words import how_to_read
 
 FIDELITY_CHUNKS = 5  # the law is compared (and shown) after every fifth of the runs
 
@@ -147,12 +148,12 @@ def build(page, default_pair: str) -> None:
                          show_label=False)  # its title names it; the label sat over the title
         how_to_read("fidelity")
         data = gr.JSON(label="Fidelity data")
-    page.views["fidelity"] = dict(num_runs=num_runs, num_tokens=num_tokens, button=button,
+    page.tab_handles["fidelity"] = dict(num_runs=num_runs, num_tokens=num_tokens, button=button,
                                   outputs=dict(header=header, figure=figure, data=data))
 
 
 def wire_events(page) -> None:
-    tab, s = page.views["fidelity"], page.sidebar
+    tab, s = page.tab_handles["fidelity"], page.sidebar
     run_events(tab["button"].click, tab["button"], run_fidelity,
                [s.pair, page.prompt, s.method, s.num_drafts, s.draft_length, s.temperature, tab["num_runs"],
                 tab["num_tokens"]],

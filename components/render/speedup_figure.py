@@ -1,7 +1,7 @@
 """The wall-clock chart: speedup against AR, measured in the same request on this server (Plotly, pure).
 
 Compare and Sweep time every method against the AR runs just before and after it
-(`components.views.runs.Speedup`): a bar is the median of a method's timed runs, its range the
+(`components.wiring.runs.Speedup`): a bar is the median of a method's timed runs, its range the
 error bar; a method timed once is left out (one run is noise), and a bar whose AR runs before
 and after disagreed is cross-hatched and says so on its tick. With `phases` (method -> ms per
 emitted token in each phase, "ar" included) a second panel, under the first on the same method
@@ -18,7 +18,7 @@ from spectr_gbv import AUTOREGRESSIVE
 from .chart_layout import (LAYOUT, TITLE, figure, legend_name, method_axis, method_label, note_figure, subtitle_lines,
                            top_margin)
 from .palette import PHASE_COLOURS, bar_marker, line_style
-from .runs import NOISY_AR_SPREAD, Speedup
+from ..wiring.runs import NOISY_AR_SPREAD, Speedup
 
 AR_LINE = dict(line_dash="dash", line_color="#444444")  # speedup 1: AR's own pace
 

@@ -1,10 +1,10 @@
-"""Compare's results so far and the outputs they make, for a streaming handler (components.views.compare).
+"""Compare's results so far and the outputs they make, for a streaming handler (components.tabs.compare).
 
 The texts, metric lines and speedups come from independent runs (the first seed's); the
 charts from the coupled runs when there are any (all seeds, or the seeds whose coupled run
 finished before a budget stop), else from the independent runs; the outputs say which. A
 budget stop before any method finished shows the tokens of the run in progress instead, and
-says what would fit (components.views.budget_stops).
+says what would fit (components.wiring.budget_stops).
 """
 
 from __future__ import annotations
@@ -18,17 +18,18 @@ from spectr_gbv.ceiling import run_ceiling
 from spectr_gbv.config import DecodeConfig
 from spectr_gbv.coupled import CoupledRun, coupled_steps
 from spectr_gbv.engine import generate_config, run_record
-from spectr_gbv.models.cpu_kernel import server_note
+from spectr_gbv.models import server_note
 from spectr_gbv.records import RunRecord
 
 from ..serving.limits import BudgetSpent
-from . import cost, figures
-from .budget_stops import budget_stop, counted, what_fits
-from .outputs import NamedOutputs, skip
-from .band_figures import efficiency_band_figure
-from .speedup_figure import speedup_figure
-from .runs import Speedup, Stop, header_html, header_line, point_from_summaries, speedup_of, titled
-from .text import metrics_line, provenance_html, side_by_side_html
+from ..wiring import cost
+from ..render import figures
+from ..wiring.budget_stops import budget_stop, counted, what_fits
+from ..wiring.outputs import NamedOutputs, skip
+from ..render.band_figures import efficiency_band_figure
+from ..render.speedup_figure import speedup_figure
+from ..wiring.runs import Speedup, Stop, header_html, header_line, point_from_summaries, speedup_of, titled
+from ..render.text import metrics_line, provenance_html, side_by_side_html
 
 
 @dataclass
@@ -57,7 +58,7 @@ class CompareView:
         self.partial: tuple[str, RunRecord] | None = None  # a budget stop before any method finished: that run so far
 
     def run(self, tick, progress, estimate: str, leader: str):
-        """Every run, in Compare's order, yielding the outputs after each piece of work (components.views.compare).
+        """Every run, in Compare's order, yielding the outputs after each piece of work (components.tabs.compare).
 
         AR, then each method (AR again after it on a timed pair), with the coupled runs right after
         the first method; a budget stop keeps what finished and says so in the header."""

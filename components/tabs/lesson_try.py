@@ -22,9 +22,10 @@ from spectr_gbv.methods import METHODS
 from spectr_gbv.pairs import TOY_KEY, TWO_TOKEN_KEY, get_pair
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET
 
-from . import caps, fidelity
-from .inputs import DEFAULT_TOKENS
-from .settings import settings
+from ..wiring import caps
+from . import fidelity
+from ..wiring.inputs import DEFAULT_TOKENS
+from ..wiring.settings import settings
 
 TOY_PROMPT, TWO_TOKEN_PROMPT = "the cat", "A"
 # SD keeps a drafted token with probability alpha = the overlap of p and q; the Playground's
@@ -109,7 +110,7 @@ def updates(plan: TryIt) -> list:
 def controls(page) -> dict:
     """Control name -> component: the sidebar's and the prompt (page.controls), Fidelity's N and first
     tokens, the Playground's alpha, K and L."""
-    playground, fidelity_tab = page.views["playground"], page.views["fidelity"]
+    playground, fidelity_tab = page.tab_handles["playground"], page.tab_handles["fidelity"]
     return {**page.controls, "tokens": page.sidebar.max_new_tokens, "N": fidelity_tab["num_runs"],
             "first tokens": fidelity_tab["num_tokens"], "alpha": playground.alpha,
             "playground K": playground.num_drafts, "playground L": playground.draft_length}

@@ -39,7 +39,7 @@ def default_compare() -> list[str]:
 DEFAULT_METHOD = "as_bv_handoff"
 # The sidebar's K, L, T and max new tokens when the page opens (make bench: K = 2, L = 4 pays on a
 # CPU); the views size their own defaults (Compare's repeats, Sweep's values, Fidelity's N) from
-# the cost of these (components.views.cost).
+# the cost of these (components.wiring.cost).
 DEFAULT_K, DEFAULT_L, DEFAULT_T, DEFAULT_TOKENS = 2, 4, 0.7, 40
 DEFAULT_SETTINGS = (DEFAULT_K, DEFAULT_L, DEFAULT_TOKENS)
 EXAMPLES = [

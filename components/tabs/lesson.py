@@ -4,7 +4,7 @@ released rule is lossy, on the Toy world and the two-token example.
 Every number in the text is computed here from the pairs' own distributions (spectr_gbv.toy)
 and the exact tables of the About view; none is typed in. Each step has a "try it" button that
 sets the controls its text assumes, opens the view that shows the step and presses that view's
-run button (components.views.lesson_try says what each one sets).
+run button (components.tabs.lesson_try says what each one sets).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ Open **Fidelity** to see it in counts: the released rule's bars leave the sampli
 
 
 # A tab's contents are mounted the first time it is shown, so its button may appear a moment after
-# the tab opens; and a run button is disabled ("Running…", components.views.run_events) while its
+# the tab opens; and a run button is disabled ("Running…", components.wiring.run_events) while its
 # last run goes, when a click is ignored. Wait for it to be there and enabled (up to 60 s) rather
 # than miss it: the run then starts with the values just set.
 PRESS_JS = """() => {{
@@ -114,7 +114,7 @@ def build(page) -> None:
                            api_visibility="private", queue=False)
                 forward.click(lambda s=step: gr.Walkthrough(selected=s + 1 if s < last else 1), None, walkthrough,
                               api_visibility="private", queue=False)
-    page.views["lesson"] = LessonTab(walkthrough, buttons)
+    page.tab_handles["lesson"] = LessonTab(walkthrough, buttons)
 
 
 def wire_events(page) -> None:
@@ -124,7 +124,7 @@ def wire_events(page) -> None:
     what that view's own button starts, with its progress, Stop and queue."""
     controls = lesson_try.controls(page)
     quick = dict(api_visibility="private", queue=False)
-    for step, button in page.views["lesson"].try_buttons.items():
+    for step, button in page.tab_handles["lesson"].try_buttons.items():
         plan = lesson_try.try_its()[step]
         targets = [controls[name] for name in plan.values]
         if plan.press:

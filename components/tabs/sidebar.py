@@ -5,11 +5,11 @@ from __future__ import annotations
 import gradio as gr
 
 from ..serving import limits
-from . import caps, share
-from .explorer_js import PRESENTATION_JS
-from .inputs import DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, PAIR_CHOICES, compare_choices, default_compare, method_choices
-from .page import Sidebar
-from .settings import MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE
+from ..wiring import caps, share
+from ..wiring.explorer_js import PRESENTATION_JS
+from ..wiring.inputs import DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, PAIR_CHOICES, compare_choices, default_compare, method_choices
+from ..wiring.page import Sidebar
+from ..wiring.settings import MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE
 
 
 PLAYGROUND_NOTE = ("**K and L** are set on the Playground itself while it is open (theory, no model runs); "
@@ -27,7 +27,7 @@ def build(default_pair: str) -> Sidebar:
                                info=caps.ignored_info(DEFAULT_METHOD, "K"), elem_id="num-drafts")
         draft_length = gr.Slider(1, caps.max_draft_length(DEFAULT_K), value=DEFAULT_L, step=1, label="L (draft length)",
                                  info=caps.draft_length_info(DEFAULT_K, DEFAULT_METHOD), elem_id="draft-length")
-        # Shown instead of K and L while the Playground is chosen (components.views.playground).
+        # Shown instead of K and L while the Playground is chosen (components.tabs.playground).
         playground_note = gr.Markdown(PLAYGROUND_NOTE, visible=False, elem_id="sidebar-playground-note")
         temperature = gr.Slider(0, MAX_TEMPERATURE, value=DEFAULT_T, step=0.05, label="T (temperature)", info="0 = greedy")
         max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULT_TOKENS, step=1, label="Max new tokens")
@@ -46,6 +46,6 @@ def wire_events(page) -> None:
     # so a projector's first screen shows the chosen tab, and opens again when presentation mode ends.
     s.presentation.change(lambda on: gr.Accordion(open=not on), s.presentation, page.fold, js=PRESENTATION_JS,
                           api_visibility="private", queue=False)
-    sweep, fidelity = page.views["sweep"], page.views["fidelity"]
+    sweep, fidelity = page.tab_handles["sweep"], page.tab_handles["fidelity"]
     caps.cap_controls(s.pair, s.method, s.num_drafts, s.draft_length, s.methods, sweep["values"],
                       fidelity["num_runs"], fidelity["num_tokens"])

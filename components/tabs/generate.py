@@ -10,22 +10,23 @@ from dataclasses import dataclass
 import gradio as gr
 
 from spectr_gbv.engine import decode_iterations, run_record
-from spectr_gbv.models.cpu_kernel import server_note
+from spectr_gbv.models import server_note
 
 from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
-from . import explorer, private
-from .budget_stops import budget_stop
-from .errors import translate_error, user_errors
-from .explorer_js import OUTPUT_JS
-from .inputs import EXAMPLES, draft_for, prepare
-from .outputs import NamedOutputs, skip
-from .run_events import back_to_idle, run_events
-from .run_state import RunState
-from .runs import STOPS, Stop, header_line
-from .settings import check_method, number, settings
-from .text import metrics_line, provenance_html
-from .words import how_to_read
+from . import explorer
+from ..wiring import private
+from ..wiring.budget_stops import budget_stop
+from ..wiring.errors import translate_error, user_errors
+from ..wiring.explorer_js import OUTPUT_JS
+from ..wiring.inputs import EXAMPLES, draft_for, prepare
+from ..wiring.outputs import NamedOutputs, skip
+from ..wiring.run_events import back_to_idle, run_events
+from ..wiring.run_state import RunState
+from ..wiring.runs import STOPS, Stop, header_line
+from ..wiring.settings import check_method, number, settings
+from ..render.text import metrics_line, provenance_html
+from ..render.words import how_to_read
 
 
 @dataclass
@@ -147,23 +148,23 @@ def build(page) -> None:
         data = gr.JSON(label="Run data (block efficiency and acceptance are hardware-free; tokens/s is this server's)")
         # An example sets the pair and prompt, then runs Generate with the sidebar's settings (wire_events).
         # A dataset and an event of our own, not gr.Examples: its event is callable over the API and
-        # preprocessed by Gradio, which answers junk with a traceback (components.views.private).
+        # preprocessed by Gradio, which answers junk with a traceback (components.wiring.private).
         examples = gr.Dataset(components=[page.sidebar.pair, page.prompt], samples=EXAMPLES,
                               label="Examples (run with the sidebar's settings)")
-    page.views["generate"] = GenerateTab(button, stop_button, output, line, data, examples)
+    page.tab_handles["generate"] = GenerateTab(button, stop_button, output, line, data, examples)
 
 
 def wire_events(page) -> None:
-    tab: GenerateTab = page.views["generate"]
-    view: explorer.ExplorerTab = page.views["explorer"]
+    tab: GenerateTab = page.tab_handles["generate"]
+    view: explorer.ExplorerTab = page.tab_handles["explorer"]
     s = page.sidebar
     inputs = [s.pair, page.prompt, s.method, *page.settings_inputs]
     outputs = {"output": tab.output, "metrics_line": tab.metrics_line, "data": tab.data, "state": page.run_state,
                "iteration": view.iteration, **view.panels()}
     # The public events skip Gradio's preprocessing (preprocess=False): a value of any type
-    # reaches components.views.settings, whose messages name the setting (Gradio's would be "Error").
+    # reaches components.wiring.settings, whose messages name the setting (Gradio's would be "Error").
     # The button reads "Running…" and is disabled while a run goes; a failed run's message replaces
-    # the text, the metrics line and the data (components.views.run_events).
+    # the text, the metrics line and the data (components.wiring.run_events).
     failed = dict(message="output", clear=("metrics_line", "data"))
     generating = run_events(tab.button.click, tab.button, generate_stream, inputs, outputs, **failed,
                             api_name="generate", concurrency_id="models", preprocess=False)

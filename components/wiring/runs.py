@@ -22,7 +22,7 @@ from spectr_gbv import AUTOREGRESSIVE, METHODS
 from spectr_gbv.intervals import t_interval
 from spectr_gbv.pairs import PAIRS
 
-from .chart_layout import top_margin
+from ..render.chart_layout import top_margin
 
 MAX_REPEATS = 10
 CONFIDENCE = 0.95

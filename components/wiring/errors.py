@@ -63,7 +63,7 @@ def translate_error(error: BaseException, handler: str = "request") -> gr.Error:
     """The user's message (plain text) and one log line; a traceback only for a real internal error.
 
     The message is also noted for the visitor's session (`FAILURES`): the page's failure event puts it
-    where the run's outputs were (components.views.run_events)."""
+    where the run's outputs were (components.wiring.run_events)."""
     message = _translated(error, handler)
     FAILURES.note(_session(), handler, message.message)
     return message

@@ -17,8 +17,8 @@ from plotly.subplots import make_subplots
 
 from spectr_gbv import theory
 
-from . import private
-from .settings import MAX_DRAFTS, number
+from ..wiring import private
+from ..wiring.settings import MAX_DRAFTS, number
 
 LENGTHS = list(range(1, 17))
 BATCHED, SEQUENTIAL = "one batch (cost L c)", "one after another (cost K L c)"
@@ -98,19 +98,17 @@ def update(alpha, num_drafts, draft_length, cost_ratio, drafting, position_cost=
 def server_costs() -> tuple[float, float, float, str]:
     """(alpha, c, g, a note) for the default pair on this server: g from the target's kernel probe
     (`KernelCost.position_cost`), alpha and c the default draft's as measured for the probe's
-    prediction (`cpu_kernel.PREDICTION_ALPHA`, `PREDICTION_DRAFT_COST`). Loads the default pair
-    when no view has yet."""
-    from spectr_gbv.models import cpu_kernel
+    prediction (`spectr_gbv.models.server_costs`). Loads the default pair when no view has yet."""
+    from spectr_gbv.models import server_costs as measured_costs
     from spectr_gbv.pairs import DEFAULT_KEY, get_pair
 
-    choice = getattr(getattr(get_pair(DEFAULT_KEY).target, "loaded", None), "kernel", None)
-    cost = choice.cost() if choice is not None else None
-    alpha, c = cpu_kernel.PREDICTION_ALPHA, cpu_kernel.PREDICTION_DRAFT_COST
-    if cost is None:  # a GPU (no CPU kernel), or a kernel forced without its probe
+    costs = measured_costs(get_pair(DEFAULT_KEY).target)
+    alpha, c = costs.alpha, costs.draft_cost
+    if costs.position_cost is None:  # a GPU (no CPU kernel), or a kernel forced without its probe
         return alpha, c, 0.0, ("The default pair does not run on a probed CPU kernel here, so g is left at 0 "
                                f"(a memory-bound target call); alpha = {alpha:g} and c = {c:g} are the default draft's.")
-    g = round(cost.position_cost, 3)
-    note = (f"**This server's measured costs** ({choice.note()}): g = {g:g} one-token steps for each extra "
+    g = round(costs.position_cost, 3)
+    note = (f"**This server's measured costs** ({costs.note}): g = {g:g} one-token steps for each extra "
             f"scored position, fitted through the kernel probe's forwards; alpha = {alpha:g}, the default draft's "
             f"held-out acceptance, and c = {c:g}, its step against a target step (assets/results/default_draft.md).")
     return alpha, c, g, note
@@ -157,12 +155,12 @@ def build(page) -> None:
         plot = gr.Plot(first_figure, label="Theory playground", show_label=False, elem_id="playground-plot")
         gr.Markdown(HOW_TO_READ, elem_classes=["how-to-read"])
         gr.Markdown(ASSUMPTION, elem_classes=["how-to-read"])
-    page.views["playground"] = PlaygroundTab(tab, alpha, num_drafts, draft_length, cost_ratio, drafting, line, plot,
+    page.tab_handles["playground"] = PlaygroundTab(tab, alpha, num_drafts, draft_length, cost_ratio, drafting, line, plot,
                                              position_cost, measured, measured_note)
 
 
 def wire_events(page) -> None:
-    view: PlaygroundTab = page.views["playground"]
+    view: PlaygroundTab = page.tab_handles["playground"]
     inputs = [view.alpha, view.num_drafts, view.draft_length, view.cost_ratio, view.drafting, view.position_cost]
     any_change = functools.partial(gr.on, [c.change for c in inputs])
     private.on(any_change, update, inputs, [view.summary, view.plot], show_progress="hidden", queue=False)

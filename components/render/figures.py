@@ -4,10 +4,10 @@ Per-method inputs are the summary dicts of `RunRecord.summary()` / `CoupledRun.s
 (keys: method, block_efficiency, mean_acceptance_length, mean_accepted,
 mean_expected_accepted, per_position_acceptance, accepted_length_histogram,
 target_calls, new_tokens ...). Hardware-free numbers and wall-clock numbers are kept on
-separate figures: the wall-clock chart is components.views.speedup_figure. Every per-method
-trace or bar takes the method's fixed colour from components.views.palette (keyed by name,
+separate figures: the wall-clock chart is components.render.speedup_figure. Every per-method
+trace or bar takes the method's fixed colour from components.render.palette (keyed by name,
 never by selection order; the lossy rule dashed and hatched). The block-efficiency charts of
-Compare and Sweep, which carry bands over repeats, are in components.views.band_figures; the
+Compare and Sweep, which carry bands over repeats, are in components.render.band_figures; the
 layout all of them share (legend under the axes, whole-number ticks) in chart_layout.
 """
 

@@ -2,14 +2,14 @@
 says what would have fit.
 
 A request's Budget (components.serving.limits) stops it between two steps of work, and the views
-keep what finished (components.views.runs: the header says where it stopped and why). A budget
+keep what finished (components.wiring.runs: the header says where it stopped and why). A budget
 can also stop a request before its first unit of work is done (a Compare method, a Sweep point,
 Fidelity's first comparison with the exact law; Generate's unit, an iteration, has always
 finished when its budget is checked, so Generate shows at least that). The view then answers
 with what there is: the tokens of the run in progress (`Ticker` keeps them) or Fidelity's runs
 so far, counted. It also says what would have fit (`what_fits`): how many tokens or runs would
 finish inside this request's budget at this server's speed as the request just measured it
-(seconds per decoding step), times the steps components.views.cost expects them to take.
+(seconds per decoding step), times the steps components.wiring.cost expects them to take.
 """
 
 from __future__ import annotations

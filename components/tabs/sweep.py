@@ -12,19 +12,19 @@ from spectr_gbv.sweep import AXES, iter_sweep
 from ..serving import gpu, visitors
 from ..serving import limits
 from ..serving.limits import BudgetSpent
-from . import caps, cost, private
-from .band_figures import sweep_band_figures
-from .budget_stops import Ticker, budget_stop, what_fits
-from .caps import MAX_SWEEP_VALUES
-from .chart_layout import MIN_WIDTH
-from .errors import translate_error, user_errors
-from .inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
-from .outputs import NamedOutputs, skip
-from .run_events import run_events
-from .runs import MAX_REPEATS, header_line, method_name, sweep_point
-from .settings import (MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_choice, check_methods, check_pair_key,
+from ..wiring import caps, cost, private
+from ..render.band_figures import sweep_band_figures
+from ..wiring.budget_stops import Ticker, budget_stop, what_fits
+from ..wiring.caps import MAX_SWEEP_VALUES
+from ..render.chart_layout import MIN_WIDTH
+from ..wiring.errors import translate_error, user_errors
+from ..wiring.inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
+from ..wiring.outputs import NamedOutputs, skip
+from ..wiring.run_events import run_events
+from ..wiring.runs import MAX_REPEATS, header_line, method_name, sweep_point
+from ..wiring.settings import (MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_choice, check_methods, check_pair_key,
                        number, settings, shown)
-from .words import how_to_read
+from ..render.words import how_to_read
 
 
 @dataclass
@@ -114,7 +114,7 @@ def _sweep_data(pair, axis, points, stop) -> dict:
 
 def default_values(pair_key, axis: str, num_methods: int) -> str:
     """The values box when the page opens, or the pair or axis changes: as many of 1, 2, 4, 8 (K, L) or
-    0, 0.35, 0.7, 1 (T) as the server's limit on runs allows and the estimate fits (components.views.cost)."""
+    0, 0.35, 0.7, 1 (T) as the server's limit on runs allows and the estimate fits (components.wiring.cost)."""
     count = max(int(num_methods or 1), 1)
     values = cost.sweep_values(pair_key, count, axis, *DEFAULT_SETTINGS, most_values=caps.max_sweep_values(count))
     return ", ".join(f"{v:g}" for v in values)
@@ -142,12 +142,12 @@ def build(page) -> None:
             speed = gr.Plot(label="Speedup vs AR (hardware-dependent)", elem_id="sweep-speed", **chart)
         how_to_read("sweep")
         data = gr.JSON(label="Sweep data")
-    page.views["sweep"] = dict(axis=axis, values=values, repeats=repeats, button=button,
+    page.tab_handles["sweep"] = dict(axis=axis, values=values, repeats=repeats, button=button,
                                outputs=dict(header=header, efficiency=efficiency, speed=speed, data=data))
 
 
 def wire_events(page) -> None:
-    tab, s = page.views["sweep"], page.sidebar
+    tab, s = page.tab_handles["sweep"], page.sidebar
     for control in (s.pair, tab["axis"]):
         private.on(control.change, values_for_axis, [s.pair, tab["axis"], s.methods], tab["values"], queue=False,
                    show_progress="hidden")

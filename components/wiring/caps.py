@@ -1,10 +1,10 @@
 """The most each control may ask for, from the same rules the server refuses with (before the click).
 
-The handlers refuse settings over a limit (`components.serving.limits`, `components.views.settings`, the
+The handlers refuse settings over a limit (`components.serving.limits`, `components.wiring.settings`, the
 app's up-front `check_fits`); these functions compute, for the current other settings, the
 largest value those rules accept, so the UI can cap its sliders there instead of letting a
 click fail. Nothing here loads a model: what a run costs comes from the per-pair estimates of
-`components.views.cost` (expected iterations and seconds).
+`components.wiring.cost` (expected iterations and seconds).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def max_draft_length(num_drafts, limits=None) -> int:
 
 def max_fidelity_runs(pair_key, method, draft_length, num_tokens, limits=None, num_drafts=2) -> int:
     """Fidelity's largest N for this pair: its limit on runs, N runs of `num_tokens` tokens (their
-    expected iterations, components.views.cost) plus the exact law's scoring calls within the
+    expected iterations, components.wiring.cost) plus the exact law's scoring calls within the
     iteration budget, and their estimated time within cost.CAP_FRACTION of the time budget."""
     limits = _limits(limits)
     most = limits.fidelity_runs if is_teaching_pair(pair_key) else limits.fidelity_runs_llm

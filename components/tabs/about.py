@@ -2,6 +2,8 @@
 
 The numbers in the tables are computed when the app starts, exactly (by enumeration, `spectr_gbv.exact`,
 and by the ceiling LP, `spectr_gbv.ceiling`) on the GBV paper's two-token example; nothing is typed in by hand.
+The math behind each rule (its statement and why it is exact) is docs/algorithms.md. The page itself links
+only pages a visitor can open (arXiv; tests/test_words.py), so that link lives here and in the docs.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from spectr_gbv.exact import continued_law, iteration_law, sequence_prob, target
 from spectr_gbv.methods import METHODS
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET, constant
 
-from .words import GLOSSARY, paper
+from ..render.words import GLOSSARY, paper
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 # Thomas & Pal's select-then-verify rule and what AS-BV adds; the README says the same (docs/credit_snippet.md).

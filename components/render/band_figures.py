@@ -1,6 +1,6 @@
 """Figures of repeated measurements: mean, 95 % band, theory line, iterations per point (Plotly, pure).
 
-A point is the `components.views.runs.point_stats` of its repeats (keys: mean_block_efficiency,
+A point is the `components.wiring.runs.point_stats` of its repeats (keys: mean_block_efficiency,
 band_low, band_high, theory_acceptance_length, iterations, repeats). Block efficiency is in
 tokens per target call, so the y axes start at 1: what plain AR gets. The theory line is
 1 + mean E[tau | drafts] (the methods' `expected_accepted` at the drafts actually drawn):
@@ -82,7 +82,7 @@ def sweep_band_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Fig
     """Mean block efficiency (band shaded, theory dotted) and speedup against the swept value, per method.
 
     A speedup point is the median of its point's timed runs, each against the AR runs just before
-    and after it, with their range (`components.views.runs.Speedup`, as in Compare); a point timed
+    and after it, with their range (`components.wiring.runs.Speedup`, as in Compare); a point timed
     once is left out, and the chart says to raise Repeats when no point is left."""
     axis = rows[0]["axis"] if rows else "K"
     repeats = max((r["repeats"] for r in rows), default=1)

@@ -1,6 +1,6 @@
 """The page's shared parts: the sidebar's controls, the prompt, the session's run state and the tabs.
 
-`app.build_demo` makes them, then each view module builds its tab (`build`) and, once every
+`app.build_demo` makes them, then each tab module (components.tabs) builds its tab (`build`) and, once every
 tab exists, wires its events (`wire`): a tab's events may update another tab's components
 (Generate fills the explorer), so wiring waits until all are built."""
 
@@ -37,7 +37,7 @@ class Page:
     link_note: gr.Markdown
     fold: gr.Accordion  # the lossy note and the prompt: closed in presentation mode
     tabs: gr.Tabs | None = None
-    views: dict[str, Any] = field(default_factory=dict)  # each tab's components, by tab id
+    tab_handles: dict[str, Any] = field(default_factory=dict)  # each tab's components, by tab id
 
     @property
     def settings_inputs(self) -> list:

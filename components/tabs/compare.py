@@ -1,7 +1,7 @@
 """The Compare tab: every selected method on the same prompt and settings, AR timed in the same request.
 
 Texts and speedups come from independent runs; the charts from a coupled run (the same drafts
-and random draws for every verifier) when Coupled is ticked (components.views.compare_view)."""
+and random draws for every verifier) when Coupled is ticked (components.tabs.compare_run)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ import gradio as gr
 from spectr_gbv import METHODS
 
 from ..serving import gpu, visitors
-from .budget_stops import Ticker
-from .compare_view import CompareView
-from .errors import translate_error, user_errors
-from . import cost, private
-from .chart_layout import MIN_WIDTH
-from .inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
-from .run_events import run_events
-from .runs import MAX_REPEATS
-from .settings import check_flag, check_methods, check_pair_key, number, settings
-from .words import how_to_read
+from ..wiring.budget_stops import Ticker
+from .compare_run import CompareView
+from ..wiring.errors import translate_error, user_errors
+from ..wiring import cost, private
+from ..render.chart_layout import MIN_WIDTH
+from ..wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
+from ..wiring.run_events import run_events
+from ..wiring.runs import MAX_REPEATS
+from ..wiring.settings import check_flag, check_methods, check_pair_key, number, settings
+from ..render.words import how_to_read
 
 
 def coupled_leader(methods: list[str]) -> str:
@@ -64,7 +64,7 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
 
 def default_repeats(pair_key, num_methods: int | None = None) -> int:
     """Repeats when the page opens or the pair changes: the most (up to 3) whose estimate fits at the sidebar's
-    defaults (components.views.cost), so the first click finishes and its speedups are medians."""
+    defaults (components.wiring.cost), so the first click finishes and its speedups are medians."""
     count = len(default_compare()) if num_methods is None else num_methods
     return cost.compare_repeats(pair_key, max(count, 1), *DEFAULT_SETTINGS, coupled=True)
 
@@ -97,13 +97,13 @@ def build(page) -> None:
             theory = gr.Plot(label="Theory against measured", elem_id="compare-theory", **chart)
         how_to_read("compare")
         data = gr.JSON(label="Compare data")
-    page.views["compare"] = dict(button=button, coupled=coupled, repeats=repeats, outputs=dict(
+    page.tab_handles["compare"] = dict(button=button, coupled=coupled, repeats=repeats, outputs=dict(
         texts=texts, efficiency=efficiency, histogram=histogram, per_position=per_position, calls=calls,
         speedup=speedup, theory=theory, data=data))
 
 
 def wire_events(page) -> None:
-    tab = page.views["compare"]
+    tab = page.tab_handles["compare"]
     s = page.sidebar
     private.on(s.pair.change, repeats_for_pair, [s.pair, s.methods], tab["repeats"], queue=False, show_progress="hidden")
     charts = ("efficiency", "histogram", "per_position", "calls", "speedup", "theory", "data")

@@ -17,7 +17,7 @@ class RunState:
     pair: str  # the pair's key
     record: RunRecord
     texts: dict[int, str]
-    heading: dict  # components.views.runs.header_line's keywords for this run
+    heading: dict  # components.wiring.runs.header_line's keywords for this run
     total: int  # the tokens asked for
 
     def token_text(self, ids) -> list[str]:

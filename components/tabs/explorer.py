@@ -1,6 +1,6 @@
 """The Iteration explorer tab: every iteration of the last Generate run, one at a time.
 
-The grid (components.views.grid) shows the K draft blocks, the accepted sub-block and the
+The grid (components.render.grid) shows the K draft blocks, the accepted sub-block and the
 final token; the chart the distributions at the final position; the JSON the acceptance
 tests. It reads the session's RunState only: no model runs here."""
 
@@ -11,15 +11,15 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from . import private
-from .errors import user_error, user_errors
-from .explorer_js import GRID_JS
-from .figures import distribution_figure
-from .grid import draft_grid_html
-from .outputs import NamedOutputs, skip
-from .run_state import RunState
-from .settings import number, shown as shown_value
-from .words import how_to_read, shown_expected, shown_h
+from ..wiring import private
+from ..wiring.errors import user_error, user_errors
+from ..wiring.explorer_js import GRID_JS
+from ..render.figures import distribution_figure
+from ..render.grid import draft_grid_html
+from ..wiring.outputs import NamedOutputs, skip
+from ..wiring.run_state import RunState
+from ..wiring.settings import number, shown as shown_value
+from ..render.words import how_to_read, shown_expected, shown_h
 
 PLAY_SECONDS = 1.5  # one iteration per tick: time to read the grid's caption
 EMPTY = "<i>Generate something first: every iteration of the last run appears here.</i>"
@@ -194,19 +194,19 @@ def build(page) -> None:
                                  show_label=False)  # its title names it; the label sat over the title
         how_to_read("explorer")
         details = gr.JSON(label="This iteration's acceptance tests")
-    page.views["explorer"] = ExplorerTab(iteration, grid, figure, details, previous_button, play_button, next_button,
+    page.tab_handles["explorer"] = ExplorerTab(iteration, grid, figure, details, previous_button, play_button, next_button,
                                          playing, timer)
 
 
 def wire_events(page) -> None:
-    tab: ExplorerTab = page.views["explorer"]
+    tab: ExplorerTab = page.tab_handles["explorer"]
     state, panels = page.run_state, tab.panels()
     stepped = {"iteration": tab.iteration, **panels}
     played = {"iteration": tab.iteration, "playing": tab.playing, "timer": tab.timer, "play_button": tab.play_button,
               **panels}
     # change, not release: typing a number, the arrow keys and a programmatic step all redraw the grid.
     private.on(tab.iteration.change, show_iteration, [state, tab.iteration], panels, trigger_mode="always_last")
-    private.on(page.views["generate"].output.select, open_iteration, [state],
+    private.on(page.tab_handles["generate"].output.select, open_iteration, [state],
                {"tabs": page.tabs, "iteration": tab.iteration, **panels})
     toggled = {"playing": tab.playing, "timer": tab.timer, "play_button": tab.play_button, "iteration": tab.iteration}
     private.on(tab.play_button.click, toggle_play, [state, tab.iteration, tab.playing], toggled)
