@@ -2,7 +2,7 @@
 
 The explorer's chart plots q and p at the final position (of the winning draft). Only SD's
 residual is norm((q - p)+) of those two bars; every other rule subtracts something else,
-and this says what (ALGORITHMS.md sections 1-4.9).
+and this says what (the rules of docs/algorithms.md §2 to §8).
 """
 
 from __future__ import annotations
