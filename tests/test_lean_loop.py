@@ -14,7 +14,7 @@ from spectr_gbv.bench.counts import HostReadCounter, OpCounter, count_loop
 from spectr_gbv.methods.base import VerifyInput
 from spectr_gbv.models.hf import load_pair
 from spectr_gbv.pairs import TOY_KEY, get_pair
-from spectr_gbv.randomness import TorchRandomness, inverse_cdf_rows
+from spectr_gbv.randomness import inverse_cdf_rows
 from tiny_models import save_tiny_llama
 
 METHOD_NAMES = ["ar", *METHODS]
@@ -90,18 +90,46 @@ def random_input(generator: torch.Generator, K: int, L: int, V: int) -> VerifyIn
     return VerifyInput.build(tokens, draft, target)
 
 
-@pytest.mark.parametrize("method", ["sd", "gbv"])
+def with_shared_prefixes(inp: VerifyInput, generator: torch.Generator) -> VerifyInput:
+    """Drafts that repeat earlier drafts' first tokens (so the trie has shared nodes), made
+    consistent: a copied token is one its row can propose, and `build` canonicalises the rows."""
+    tokens = inp.draft_tokens.clone()
+    K, L = tokens.shape
+    for k in range(1, K):
+        shared = int(torch.randint(0, L + 1, (1,), generator=generator))
+        tokens[k, :shared] = tokens[int(torch.randint(0, k, (1,), generator=generator)), :shared]
+    draft = inp.draft_probs.clone()
+    draft[..., :] += 1e-3  # every token proposable, so a copied prefix keeps positive draft probability
+    return VerifyInput.build(tokens, draft / draft.sum(-1, keepdim=True), inp.target_probs)
+
+
+TENSOR_RULES = [name for name, spec in METHODS.items() if spec.decide is not None]
+
+
+def test_the_tensor_rules_are_sd_gbv_and_spectr_gbv():
+    assert TENSOR_RULES == ["sd", "gbv", "spectr_gbv"]
+
+
+@pytest.mark.parametrize("method", TENSOR_RULES)
 def test_each_tensor_rule_decides_as_its_verify_does_from_the_same_uniforms(method):
     spec = METHODS[method]
     make = torch.Generator().manual_seed(5)
-    stops = set()
-    for case in range(200):
-        inp = random_input(make, 1, 4, 7)
-        result = spec.verify(inp, TorchRandomness(torch.Generator().manual_seed(case)))
+    stops, winners = set(), set()
+    for case in range(300):
+        K = 1 if not spec.multi_draft else 1 + case % 4
+        inp = random_input(make, K, 4, 7)
+        if K > 1 and case % 2:
+            inp = with_shared_prefixes(inp, make)
+        rng = spec.randomness(torch.Generator().manual_seed(case), K, 4, torch.device("cpu"))
+        result = spec.verify(inp, rng)
         winner, tau, final, *block = spec.decide(inp, torch.Generator().manual_seed(case)).tolist()
-        assert (tau, [*block[:tau], final]) == (result.num_accepted, result.tokens)
+        assert (tau, [*block[:tau], final]) == (result.num_accepted, result.tokens), case
+        if tau > 0:
+            assert block[:tau] == inp.draft_tokens[result.winning_draft, :tau].tolist()
         stops.add(tau)
+        winners.add(winner)
     assert stops == set(range(5))  # every stop depth, the bonus included, was exercised
+    assert winners == ({0} if not spec.multi_draft else {0, 1, 2, 3})
 
 
 def test_a_trusted_input_equals_a_built_one_with_shared_prefixes():
