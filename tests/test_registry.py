@@ -85,3 +85,19 @@ def test_a_method_added_by_one_registry_entry_reaches_every_view(twin):
     assert [(r["method"], r["value"]) for r in swept.data["rows"]] == [("gbv_twin", 1), ("gbv_twin", 2)]
     checked = last(fidelity.run_fidelity("two-token", "A", "gbv_twin", 1, 2, 1.0, 20, 2))
     assert checked.data["runs"] == 20
+
+
+def test_a_pairs_kind_is_its_one_entry_and_the_app_reads_it():
+    """The teaching pairs are the ones whose entry says so: their vocabulary is their words', and the
+    serving line, GPU request and timing follow the kind, never a pair's name."""
+    from components.serving import gpu, visitors
+    from components.wiring import cost
+    from spectr_gbv.pairs import PAIRS, TEACHING, get_pair, is_teaching
+
+    teaching = [key for key, info in PAIRS.items() if info.kind == TEACHING]
+    assert teaching and all(PAIRS[key].vocabulary == len(get_pair(key).words) for key in teaching)
+    for key, info in PAIRS.items():
+        assert is_teaching(key) == is_teaching(info.label) == info.teaching
+        assert cost.is_timed(key) == (not info.teaching)
+        assert (visitors.line_for(key) is visitors.LINES["teaching"]) == info.teaching
+        assert (gpu.generate_cost(key, "the cat", "gbv", 2, 4, 0.7, 8, 0) is None) == info.teaching

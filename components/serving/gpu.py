@@ -40,7 +40,7 @@ except ImportError:
     spaces = None
 
 from spectr_gbv import AUTOREGRESSIVE
-from spectr_gbv.pairs import PAIRS, TOY_KEY, TWO_TOKEN_KEY
+from spectr_gbv.pairs import PAIRS, is_teaching, pair_key_of
 
 from .limits import LIMITS, _env_int, gpu_call
 
@@ -94,9 +94,8 @@ def seconds(runs: Iterable[Run]) -> int:
 
 
 def _needs_model(pair_key) -> bool:
-    by_label = {info.label: key for key, info in PAIRS.items()}
-    key = by_label.get(pair_key, pair_key)
-    if not isinstance(key, str) or key in (TOY_KEY, TWO_TOKEN_KEY):
+    key = pair_key_of(pair_key)
+    if not isinstance(key, str) or is_teaching(key):
         return False
     return key in PAIRS or "," in key  # a curated pair, or an operator's "TARGET, DRAFT"
 

@@ -40,7 +40,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from spectr_gbv.pairs import PAIRS, TOY_KEY, TWO_TOKEN_KEY
+from spectr_gbv.pairs import PAIRS, is_teaching, pair_key_of
 
 from . import limits
 from .limits import ClientGone, _env_int, watching_client
@@ -252,8 +252,8 @@ def line_for(pair_key) -> Line | None:
     """The line a request on `pair_key` waits in; None for a key no pair has (refused at once by the handler)."""
     if not isinstance(pair_key, str):
         return None
-    key = {info.label: k for k, info in PAIRS.items()}.get(pair_key, pair_key)
-    if key in (TOY_KEY, TWO_TOKEN_KEY):
+    key = pair_key_of(pair_key)
+    if is_teaching(key):
         return LINES["teaching"]
     if key in PAIRS or (limits.LIMITS.allow_any_model and "," in key):
         return LINES["model"]

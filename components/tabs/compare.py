@@ -52,7 +52,7 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     methods, coupled = run_order(check_methods(methods)), check_flag("coupled", coupled)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
     repeats = number("repeats", repeats, 1, MAX_REPEATS)
-    timed = not pair.words  # the teaching pairs are lookup tables: their timings mean nothing
+    timed = not pair.info.teaching  # the teaching pairs are lookup tables: their timings mean nothing
     seeds = [base.seed + r for r in range(repeats)]
     view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed)
     check_runs_fit(pair, view.plan(), base.max_new_tokens, f"{view.planned()} runs of {base.max_new_tokens} tokens")

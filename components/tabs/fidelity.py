@@ -48,8 +48,8 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
     pair, prompt_ids = prepare(pair_key, prompt, progress)
     method = check_method(method)
     base = settings(num_drafts, draft_length, temperature, 1, 0)
-    most = limits.LIMITS.fidelity_runs if pair.words else limits.LIMITS.fidelity_runs_llm
-    variable = "SPECTR_GBV_MAX_FIDELITY_RUNS" + ("" if pair.words else "_LLM")
+    most = limits.LIMITS.fidelity_runs if pair.info.teaching else limits.LIMITS.fidelity_runs_llm
+    variable = "SPECTR_GBV_MAX_FIDELITY_RUNS" + ("" if pair.info.teaching else "_LLM")
     runs = number(f"number of runs N (this server's limit for this pair: {variable})", num_runs, 10, most)
     tokens = number("tokens per run", num_tokens, 1, caps.FIDELITY_MAX_TOKENS)
     check_fidelity_fits(pair.info.key, method, base, runs, tokens)

@@ -6,7 +6,7 @@ examples), all read from the registries (spectr_gbv.pairs, spectr_gbv.methods)."
 from __future__ import annotations
 
 from spectr_gbv import AUTOREGRESSIVE, METHODS
-from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair
+from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair, is_teaching
 
 from ..serving import limits
 from ..serving.limits import check_fits, check_prompt_tokens, fewest_iterations
@@ -55,7 +55,7 @@ EXAMPLES = [
 def prepare(pair_key, prompt, progress=None):
     """(pair, prompt token ids), checked; a model pair may load now, and the progress bar says so."""
     key = check_pair_key(pair_key)
-    if progress is not None and not caps.is_teaching_pair(key):
+    if progress is not None and not is_teaching(key):
         progress(0, desc=LOADING_NOTE)
     pair = get_pair(key, allow_custom=limits.LIMITS.allow_any_model)
     prompt_ids = pair.encode(check_prompt(prompt))
