@@ -16,7 +16,7 @@ import pytest
 import app
 from components.tabs import compare, fidelity, generate, sweep
 from components.tabs.about import about_markdown
-from components.wiring.inputs import compare_choices, default_compare, method_choices
+from components.wiring.inputs import DEFAULT_METHOD, compare_choices, default_compare, method_choices
 from components.render.palette import line_style, method_colour, method_symbol
 from components.render.residuals import final_token_rule
 from spectr_gbv import METHODS
@@ -38,6 +38,12 @@ def test_every_entry_sets_how_every_view_shows_it(name):
     assert spec.label in app.heading()
     assert spec.exact_counterpart is None or METHODS[spec.exact_counterpart].exact
     assert spec.compare_by_default == (name in default_compare())
+
+
+def test_exactly_one_method_is_the_app_default_and_the_page_opens_on_it():
+    defaults = [name for name, spec in METHODS.items() if spec.app_default]
+    assert len(defaults) == 1 and defaults == [DEFAULT_METHOD]
+    assert METHODS[DEFAULT_METHOD].exact and METHODS[DEFAULT_METHOD].compare_by_default
 
 
 def test_about_names_the_lossy_rule_and_its_exact_counterpart():

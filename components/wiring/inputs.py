@@ -30,13 +30,8 @@ def default_compare() -> list[str]:
     """The methods ticked in Compare and Sweep when the page opens (the registry says which)."""
     return [name for name, spec in METHODS.items() if spec.compare_by_default]
 
-# The exact multi-draft rule with the highest measured E[tau | drafts] at the app's default
-# K = 2, L = 4, T = 0.7 on the default pair (python -m spectr_gbv.bench.frontier, coupled, 60
-# paper-suite prompts x 16 tokens, assets/results/frontier_handoff: AS-BV+H 0.95623, AS-BV
-# 0.95615, SpecTr-GBV 0.944, SpecTr 0.886; docs/results.md). AS-BV+H is never below AS-BV
-# given the same drafts (it only adds the hand-off), and at K = 2 they nearly tie.
-# Chosen per configuration, never per iteration from the drafts (that would not be exact).
-DEFAULT_METHOD = "as_bv_handoff"
+# The registry's one `app_default` entry (spectr_gbv.methods says why it is that rule).
+DEFAULT_METHOD = next(name for name, spec in METHODS.items() if spec.app_default)
 # The sidebar's K, L, T and max new tokens when the page opens (make bench: K = 2, L = 4 pays on a
 # CPU); the views size their own defaults (Compare's repeats, Sweep's values, Fidelity's N) from
 # the cost of these (components.wiring.cost).

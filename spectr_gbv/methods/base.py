@@ -211,3 +211,5 @@ class MethodSpec:
     compare_by_default: bool = True  # ticked in Compare (and Sweep) when the page opens
     leads_coupled: bool = False  # when selected, its drafts drive the coupled run
     exact_counterpart: str | None = None  # a lossy rule: the exact rule About and the lesson set it against
+    shows_handoff: bool = False  # the explorer tells its hand-off story (which draft took over where the block stopped)
+    app_default: bool = False  # the method the page opens on: exactly one entry sets it
