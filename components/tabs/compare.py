@@ -5,6 +5,8 @@ and random draws for every verifier) when Coupled is ticked (components.tabs.com
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import gradio as gr
 
 from spectr_gbv import METHODS
@@ -74,6 +76,14 @@ def repeats_for_pair(pair_key, methods) -> int:
     return default_repeats(check_pair_key(pair_key), len(check_methods(methods, at_least_one=False)))
 
 
+@dataclass
+class CompareTab:
+    button: gr.Button
+    coupled: gr.Checkbox
+    repeats: gr.Number
+    outputs: dict[str, gr.components.Component]  # by the names compare's Compared outputs carry
+
+
 def build(page) -> None:
     with gr.Tab("Compare", id="compare"):
         with gr.Row():
@@ -97,17 +107,17 @@ def build(page) -> None:
             theory = gr.Plot(label="Theory against measured", elem_id="compare-theory", **chart)
         how_to_read("compare")
         data = gr.JSON(label="Compare data")
-    page.tab_handles["compare"] = dict(button=button, coupled=coupled, repeats=repeats, outputs=dict(
+    page.tab_handles.compare = CompareTab(button, coupled, repeats, outputs=dict(
         texts=texts, efficiency=efficiency, histogram=histogram, per_position=per_position, calls=calls,
         speedup=speedup, theory=theory, data=data))
 
 
 def wire_events(page) -> None:
-    tab = page.tab_handles["compare"]
+    tab = page.tab_handles.compare
     s = page.sidebar
-    private.on(s.pair.change, repeats_for_pair, [s.pair, s.methods], tab["repeats"], queue=False, show_progress="hidden")
+    private.on(s.pair.change, repeats_for_pair, [s.pair, s.methods], tab.repeats, queue=False, show_progress="hidden")
     charts = ("efficiency", "histogram", "per_position", "calls", "speedup", "theory", "data")
-    run_events(tab["button"].click, tab["button"], compare,
-               [s.pair, page.prompt, s.methods, *page.settings_inputs, tab["coupled"], tab["repeats"]],
-               tab["outputs"], message="texts", clear=charts, api_name="compare", concurrency_id="models",
+    run_events(tab.button.click, tab.button, compare,
+               [s.pair, page.prompt, s.methods, *page.settings_inputs, tab.coupled, tab.repeats],
+               tab.outputs, message="texts", clear=charts, api_name="compare", concurrency_id="models",
                preprocess=False)

@@ -126,6 +126,15 @@ def values_for_axis(pair_key, axis, methods) -> str:
                           len(check_methods(methods, at_least_one=False)))
 
 
+@dataclass
+class SweepTab:
+    axis: gr.Radio
+    values: gr.Textbox
+    repeats: gr.Number
+    button: gr.Button
+    outputs: dict[str, gr.components.Component]  # by the names run_sweep's Swept outputs carry
+
+
 def build(page) -> None:
     with gr.Tab("Sweep", id="sweep"):
         with gr.Row():
@@ -142,16 +151,16 @@ def build(page) -> None:
             speed = gr.Plot(label="Speedup vs AR (hardware-dependent)", elem_id="sweep-speed", **chart)
         how_to_read("sweep")
         data = gr.JSON(label="Sweep data")
-    page.tab_handles["sweep"] = dict(axis=axis, values=values, repeats=repeats, button=button,
-                               outputs=dict(header=header, efficiency=efficiency, speed=speed, data=data))
+    page.tab_handles.sweep = SweepTab(axis, values, repeats, button,
+                                      outputs=dict(header=header, efficiency=efficiency, speed=speed, data=data))
 
 
 def wire_events(page) -> None:
-    tab, s = page.tab_handles["sweep"], page.sidebar
-    for control in (s.pair, tab["axis"]):
-        private.on(control.change, values_for_axis, [s.pair, tab["axis"], s.methods], tab["values"], queue=False,
+    tab, s = page.tab_handles.sweep, page.sidebar
+    for control in (s.pair, tab.axis):
+        private.on(control.change, values_for_axis, [s.pair, tab.axis, s.methods], tab.values, queue=False,
                    show_progress="hidden")
-    run_events(tab["button"].click, tab["button"], run_sweep,
-               [s.pair, page.prompt, s.methods, tab["axis"], tab["values"], *page.settings_inputs, tab["repeats"]],
-               tab["outputs"], message="header", clear=("efficiency", "speed", "data"), api_name="sweep",
+    run_events(tab.button.click, tab.button, run_sweep,
+               [s.pair, page.prompt, s.methods, tab.axis, tab.values, *page.settings_inputs, tab.repeats],
+               tab.outputs, message="header", clear=("efficiency", "speed", "data"), api_name="sweep",
                concurrency_id="models", preprocess=False)
