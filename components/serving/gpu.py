@@ -43,6 +43,7 @@ from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.pairs import PAIRS, is_teaching, pair_key_of
 
 from .limits import LIMITS, _env_int, gpu_call
+from .steps import each_step
 
 LOG = logging.getLogger("spectr_gbv.gpu")
 # The variable `spaces` itself reads to know it is on ZeroGPU; with `spaces` installed but
@@ -179,19 +180,8 @@ def under_gpu(fn: Callable, cost: Callable, gpu_decorator: Callable) -> Callable
         @functools.wraps(fn)
         def in_worker(*args, **kwargs):
             asked, started = duration(*args, **kwargs), time.monotonic()
-            steps = fn(*args, **kwargs)
-            try:
-                while True:
-                    # Each step under the call's deadline: Gradio may run the steps of one
-                    # generator in different threads, and a Budget may be made in any step.
-                    with gpu_call(asked, started):
-                        try:
-                            item = next(steps)
-                        except StopIteration:
-                            return
-                    yield item
-            finally:
-                steps.close()
+            # Each step under the call's deadline: a Budget may be made in any step.
+            yield from each_step(fn(*args, **kwargs), lambda: gpu_call(asked, started))
 
         on_the_gpu = gpu_decorator(duration=duration)(in_worker)
 
