@@ -10,7 +10,6 @@ from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pai
 
 from ..serving import limits
 from ..serving.limits import check_fits, check_prompt_tokens, fewest_iterations
-from . import caps
 from .settings import check_pair_key, check_prompt
 
 LOADING_NOTE = "loading the model (about a minute the first time)"
