@@ -25,6 +25,7 @@ from browser_kit import NARROW, TIMEOUT, WINDOW, browser, count, open_tab, resiz
 from components.tabs import compare, sweep
 from components.wiring import inputs
 from components.wiring.run_events import RUNNING
+from spectr_gbv.pairs import HUB
 from test_browser_runs import _slow_toy_pair
 
 SIZES = [WINDOW, (1100, 800), NARROW]
@@ -86,7 +87,7 @@ def timed_pairs(monkeypatch):
     """Compare and Sweep time the teaching pair as if it were a model pair."""
     def timed_prepare(pair_key, prompt, progress=None):
         pair, ids = inputs.prepare(pair_key, prompt, progress)
-        return dataclasses.replace(pair, words=None), ids
+        return dataclasses.replace(pair, info=dataclasses.replace(pair.info, kind=HUB), words=None), ids
 
     monkeypatch.setattr(compare, "prepare", timed_prepare)
     monkeypatch.setattr(sweep, "prepare", timed_prepare)

@@ -23,7 +23,7 @@ from components.wiring import caps, cost
 from components.tabs import compare, fidelity, generate, sweep
 from components.wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, default_compare, prepare
 from components.wiring.runs import NOISY_AR_SPREAD, speedup_of
-from spectr_gbv.pairs import DEFAULT_KEY
+from spectr_gbv.pairs import DEFAULT_KEY, HUB
 
 
 def last(steps):
@@ -118,7 +118,7 @@ def timed_toy(monkeypatch):
     """The toy pair as if it were a model pair: Compare and Sweep time it (AR after every method)."""
     def timed_prepare(pair_key, prompt, progress=None):
         pair, ids = prepare(pair_key, prompt, progress)
-        return dataclasses.replace(pair, words=None), ids
+        return dataclasses.replace(pair, info=dataclasses.replace(pair.info, kind=HUB), words=None), ids
 
     monkeypatch.setattr(compare, "prepare", timed_prepare)
     monkeypatch.setattr(sweep, "prepare", timed_prepare)

@@ -151,12 +151,12 @@ def build(page) -> None:
         # preprocessed by Gradio, which answers junk with a traceback (components.wiring.private).
         examples = gr.Dataset(components=[page.sidebar.pair, page.prompt], samples=EXAMPLES,
                               label="Examples (run with the sidebar's settings)")
-    page.tab_handles["generate"] = GenerateTab(button, stop_button, output, line, data, examples)
+    page.tab_handles.generate = GenerateTab(button, stop_button, output, line, data, examples)
 
 
 def wire_events(page) -> None:
-    tab: GenerateTab = page.tab_handles["generate"]
-    view: explorer.ExplorerTab = page.tab_handles["explorer"]
+    tab: GenerateTab = page.tab_handles.generate
+    view: explorer.ExplorerTab = page.tab_handles.explorer
     s = page.sidebar
     inputs = [s.pair, page.prompt, s.method, *page.settings_inputs]
     outputs = {"output": tab.output, "metrics_line": tab.metrics_line, "data": tab.data, "state": page.run_state,

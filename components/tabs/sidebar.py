@@ -46,6 +46,6 @@ def wire_events(page) -> None:
     # so a projector's first screen shows the chosen tab, and opens again when presentation mode ends.
     s.presentation.change(lambda on: gr.Accordion(open=not on), s.presentation, page.fold, js=PRESENTATION_JS,
                           api_visibility="private", queue=False)
-    sweep, fidelity = page.tab_handles["sweep"], page.tab_handles["fidelity"]
-    caps.cap_controls(s.pair, s.method, s.num_drafts, s.draft_length, s.methods, sweep["values"],
-                      fidelity["num_runs"], fidelity["num_tokens"])
+    sweep, fidelity = page.tab_handles.sweep, page.tab_handles.fidelity
+    caps.cap_controls(s.pair, s.method, s.num_drafts, s.draft_length, s.methods, sweep.values,
+                      fidelity.num_runs, fidelity.num_tokens)

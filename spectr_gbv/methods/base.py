@@ -255,6 +255,8 @@ class MethodSpec:
     compare_by_default: bool = True  # ticked in Compare (and Sweep) when the page opens
     leads_coupled: bool = False  # when selected, its drafts drive the coupled run
     exact_counterpart: str | None = None  # a lossy rule: the exact rule About and the lesson set it against
+    shows_handoff: bool = False  # the explorer tells its hand-off story (which draft took over where the block stopped)
+    app_default: bool = False  # the method the page opens on: exactly one entry sets it
     decide: Decide | None = None  # the rule on tensors (the lean loop); None: the lean loop runs `verify`
     # A rule whose number of draws depends on its coins: the most it draws for (K, L). Both
     # `verify` (through `BudgetRandomness`) and `decide` then take one block of that many
