@@ -29,7 +29,7 @@ def last(stream):
 
 def toy_generate(method="spectr_gbv", K=3, L=4, tokens=20, prompt="the cat", pair="toy"):
     """Generate's handler run to its end (temperature 0.8, seed 1): its final outputs."""
-    from components.views import generate as generate_view
+    from components.tabs import generate as generate_view
 
     return last(generate_view.generate_stream(pair, prompt, method, K, L, 0.8, tokens, 1))
 

@@ -28,6 +28,7 @@ def tiny_pair(tmp_path_factory):
     return target, draft, tokenizer("w1 w2 w3")["input_ids"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("method", METHOD_NAMES)
 def test_lean_and_detailed_loops_emit_the_same_tokens_on_the_toy_world(method):
     pair = get_pair(TOY_KEY)
@@ -41,6 +42,7 @@ def test_lean_and_detailed_loops_emit_the_same_tokens_on_the_toy_world(method):
         assert lean.target_calls == detailed.target_calls
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("method", ["ar", "sd", "gbv", "spectr_gbv", "as_bv_handoff"])
 def test_lean_and_detailed_loops_agree_on_a_transformers_pair(tiny_pair, method):
     target, draft, ids = tiny_pair
@@ -49,6 +51,7 @@ def test_lean_and_detailed_loops_agree_on_a_transformers_pair(tiny_pair, method)
         assert generate(target, draft, ids, detail=False, **kwargs).tokens == generate(target, draft, ids, **kwargs).tokens
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("method", ["sd", "gbv"])
 def test_tensor_rules_read_the_host_at_most_twice_per_iteration(tiny_pair, method):
     target, draft, ids = tiny_pair
@@ -59,6 +62,7 @@ def test_tensor_rules_read_the_host_at_most_twice_per_iteration(tiny_pair, metho
     assert detailed.host_reads > counts.host_reads  # the records are what the lean loop leaves out
 
 
+@pytest.mark.model
 def test_plain_decoding_reads_the_host_once_per_token(tiny_pair):
     target, draft, ids = tiny_pair
     counts = count_loop(target, draft, ids, "ar", 1, 1, 1.0, 16)
@@ -66,6 +70,7 @@ def test_plain_decoding_reads_the_host_once_per_token(tiny_pair):
     assert counts.host_reads == counts.iterations, counts.reads_by_name
 
 
+@pytest.mark.unit
 def test_the_counters_see_each_kind_of_read_and_every_op():
     x = torch.arange(6.0)
     with HostReadCounter() as reads, OpCounter() as ops:
@@ -90,6 +95,7 @@ def random_input(generator: torch.Generator, K: int, L: int, V: int) -> VerifyIn
     return VerifyInput.build(tokens, draft, target)
 
 
+@pytest.mark.exact
 @pytest.mark.parametrize("method", ["sd", "gbv"])
 def test_each_tensor_rule_decides_as_its_verify_does_from_the_same_uniforms(method):
     spec = METHODS[method]
@@ -104,6 +110,7 @@ def test_each_tensor_rule_decides_as_its_verify_does_from_the_same_uniforms(meth
     assert stops == set(range(5))  # every stop depth, the bonus included, was exercised
 
 
+@pytest.mark.unit
 def test_a_trusted_input_equals_a_built_one_with_shared_prefixes():
     make = torch.Generator().manual_seed(0)
     V, L = 5, 3
@@ -115,12 +122,14 @@ def test_a_trusted_input_equals_a_built_one_with_shared_prefixes():
     assert torch.equal(built.draft_probs, trusted.draft_probs)
 
 
+@pytest.mark.unit
 def test_row_sampling_never_draws_past_the_last_token_even_when_the_quantile_rounds_up():
     probs = torch.tensor([[0.2, 0.8, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
     assert inverse_cdf_rows(probs, torch.tensor([1.0, 1.0])).tolist() == [1, 3]
     assert inverse_cdf_rows(probs, torch.tensor([0.1, 0.5])).tolist() == [0, 3]
 
 
+@pytest.mark.unit
 def test_the_benchmark_warms_every_run_up_and_times_plain_decoding_just_before_each_run():
     log = []
 
