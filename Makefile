@@ -31,14 +31,12 @@ run: $(STAMP)
 test: $(STAMP) $(BROWSER)
 	$(PY) -m pytest
 
-# Everyday work, under 5 minutes on 2 cores: the exactness tier (exact enumeration of every
-# rule, the fast paths against their references), the unit tier (views, limits, registry) and
-# the API tier (the app served in-process); no browser, Space rehearsal or Monte-Carlo tier.
-CHECK_TESTS := $(addprefix tests/test_,methods_exact methods_properties methods_scenarios as_bv as_bv_handoff \
-	as_bv_fast traversal ceiling theory coupled registry palette figures grid words share runs limits_and_faults \
-	inputs explorer_controls app_build app_api)
+# Everyday work, by tier (pytest.ini, docs/tests.md): exactness (exact enumeration of every rule,
+# the fast paths against their references), unit (pure functions, views, limits, registry, the
+# engine on lookup tables) and API (the app served in-process); no Monte-Carlo, transformers-model,
+# browser or slow tier.
 check: $(STAMP)
-	$(PY) -m pytest -q $(addsuffix .py,$(CHECK_TESTS))
+	$(PY) -m pytest -q -m "exact or unit or api"
 
 # The README's screenshots: every browser test module, each saving its captures into assets/screenshots.
 screenshots: $(STAMP) $(BROWSER)

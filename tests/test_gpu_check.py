@@ -11,6 +11,8 @@ import pytest
 
 from spectr_gbv.bench import gpu_check
 
+pytestmark = pytest.mark.unit
+
 
 def test_result_files_are_named_after_the_device():
     assert gpu_check.file_stem("NVIDIA H200") == "h200"

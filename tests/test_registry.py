@@ -19,12 +19,11 @@ from components.tabs.about import about_markdown
 from components.wiring.inputs import DEFAULT_METHOD, compare_choices, default_compare, method_choices
 from components.render.palette import line_style, method_colour, method_symbol
 from components.render.residuals import final_token_rule
+from helpers import last
 from spectr_gbv import METHODS
 from spectr_gbv.methods import LOSSY_RED
 
-
-def last(steps):
-    return list(steps)[-1]
+pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize("name", list(METHODS))

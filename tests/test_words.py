@@ -21,6 +21,8 @@ from components.wiring import inputs, settings
 from spectr_gbv import theory
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET
 
+pytestmark = pytest.mark.unit
+
 TERMS = ["tau", "h", "E[tau | drafts]", "Block efficiency", "Mean acceptance length", "TV", "Residual", "Correction",
          "Bonus", "RRS", "K-SEQ", "rho", "Coupled run", "lossy"]
 
