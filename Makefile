@@ -64,7 +64,7 @@ gpu-check: $(STAMP)
 bench-verify: $(STAMP)
 	$(PY) -m spectr_gbv.bench.verify
 
-# Issue 14's full coupled frontier on the default pair (the command's defaults: 120 prompts,
+# The full coupled frontier on the default pair (the command's defaults: 120 prompts,
 # K 2/4/8, L 2/4/6/8, T 0.4/0.7/1.0, every rule): hours on a CPU.
 frontier: $(STAMP)
 	$(PY) -m spectr_gbv.bench.frontier --out bench-results/frontier
@@ -73,7 +73,7 @@ frontier: $(STAMP)
 load-test: $(STAMP)
 	$(PY) tests/load_test.py --requests 24 --queue-size 16
 
-# Server memory after 1,000 API sessions against after 10 (issue 17's goal: within 300 MiB).
+# Server memory after 1,000 API sessions against after 10 (the goal: within 300 MiB).
 memory-test: $(STAMP)
 	$(PY) tests/memory_sessions.py --sessions 1000 --json assets/results/memory_sessions_toy.json
 
