@@ -43,6 +43,7 @@ from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.pairs import PAIRS, is_teaching, pair_key_of
 
 from .limits import LIMITS, _env_int, gpu_call
+from .run_cost import PairCost
 from .steps import each_step
 
 LOG = logging.getLogger("spectr_gbv.gpu")
@@ -53,12 +54,17 @@ ON_ZEROGPU = spaces is not None and os.environ.get("SPACES_ZERO_GPU", "").lower(
 # Cost model of the default pair on a ZeroGPU H200 slice. This project's one H200 run (README,
 # "On a GPU") found the 135M pair bound by the host: a forward costs 20-50 ms whatever its size,
 # and end to end an iteration of K = 4, L = 6 took about 70 ms. The constants below are a few
-# times that, and every iteration is assumed to emit one token only (the worst case), so a run
-# finishes well inside what it asked for; the Budget stops one that does not.
-STEP_SECONDS = 0.03  # one draft step (all K rows at once), or one plain AR target step
-VERIFY_SECONDS = 0.06  # one target forward scoring the drafts
-POSITION_SECONDS = 0.0005  # per scored position (K x (L + 1)): nearly flat, since host-bound
-PREFILL_SECONDS = 0.06  # the prompt through the target and the draft, once per run
+# times that, and every iteration is assumed to emit one token only (the worst case: alpha 0, so a
+# run of n tokens takes n iterations), so a run finishes well inside what it asked for; the Budget
+# stops one that does not. The same model as the CPU estimates (components.serving.run_cost).
+GPU_COST = PairCost(
+    alpha=0.0,
+    step_s=0.03,  # one plain AR target step
+    iteration_s=0.06,  # one target forward scoring the drafts
+    position_s=0.0005,  # per scored position (K x (L + 1)): nearly flat, since host-bound
+    draft_step_s=0.03,  # one draft step (all K rows at once)
+    prefill_s=0.06,  # the prompt through the target and the draft, once per run
+)
 START_SECONDS = 8.0  # worker start, first CUDA use, figures and the explorer's strings
 MIN_SECONDS = 10
 MAX_SECONDS = _env_int("SPECTR_GBV_GPU_MAX_SECONDS", 120)  # an anonymous visitor's whole daily quota
@@ -74,12 +80,8 @@ class Run:
     repeats: int = 1  # e.g. fidelity's N runs, or several methods at the same K and L
 
     def seconds(self) -> float:
-        if self.draft_length == 0:
-            per_iteration = STEP_SECONDS
-        else:
-            positions = max(self.num_drafts, 1) * (self.draft_length + 1)
-            per_iteration = self.draft_length * STEP_SECONDS + VERIFY_SECONDS + positions * POSITION_SECONDS
-        return self.repeats * (PREFILL_SECONDS + self.tokens * per_iteration)
+        """The worst case: every iteration emits one token, so `tokens` iterations."""
+        return self.repeats * GPU_COST.worst_case_seconds(self.tokens, self.num_drafts, self.draft_length)
 
 
 def seconds(runs: Iterable[Run]) -> int:
