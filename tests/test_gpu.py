@@ -99,19 +99,21 @@ def test_bad_input_asks_for_the_minimum_so_the_handler_can_refuse_it():
     assert gpu.request_seconds(gpu.fidelity_cost, (PAIR_KEY, "x", "sd", 1, 2, 0.7, over, 3), {}) == gpu.MIN_SECONDS
 
 
-def _duration_before_one_cost_model(runs) -> int:
-    """The reference: the durations as gpu.py computed them before its Run read run_cost.PairCost (its
+def _run_seconds_before_one_cost_model(run) -> float:
+    """The reference: a run's seconds as gpu.py computed them before its Run read run_cost.PairCost (its
     STEP_SECONDS, VERIFY_SECONDS, POSITION_SECONDS and PREFILL_SECONDS arithmetic, kept here only)."""
     step, verify, position, prefill = 0.03, 0.06, 0.0005, 0.06
-    total = 0.0
-    for run in runs:
-        if run.draft_length == 0:
-            per_iteration = step
-        else:
-            positions = max(run.num_drafts, 1) * (run.draft_length + 1)
-            per_iteration = run.draft_length * step + verify + positions * position
-        total += run.repeats * (prefill + run.tokens * per_iteration)
-    return max(gpu.MIN_SECONDS, min(gpu.MAX_SECONDS, math.ceil(8.0 + total)))
+    if run.draft_length == 0:
+        per_iteration = step
+    else:
+        positions = max(run.num_drafts, 1) * (run.draft_length + 1)
+        per_iteration = run.draft_length * step + verify + positions * position
+    return run.repeats * (prefill + run.tokens * per_iteration)
+
+
+def _duration_before_one_cost_model(runs) -> int:
+    total = 8.0 + sum(_run_seconds_before_one_cost_model(run) for run in runs)
+    return max(gpu.MIN_SECONDS, min(gpu.MAX_SECONDS, math.ceil(total)))
 
 
 @pytest.mark.unit
@@ -125,14 +127,11 @@ def test_the_durations_are_those_of_the_old_formula_bit_for_bit():
             for length in range(0, 17):
                 for repeats in (1, 2, 3, 7):
                     run = gpu.Run(tokens, k, length, repeats)
-                    old = run.repeats * (0.06 + run.tokens * (
-                        0.03 if length == 0 else length * 0.03 + 0.06 + max(k, 1) * (length + 1) * 0.0005))
                     cases += 1
-                    if run.seconds() != old:  # the unclamped sum, bit for bit
+                    if run.seconds() != _run_seconds_before_one_cost_model(run):  # unclamped, bit for bit
                         differences.append(run)
                     # a request's runs together (Compare: AR twice, the methods, the coupled pass)
-                    runs = [gpu.Run(tokens, repeats=2), run, gpu.Run(tokens, k, length, 1)]
-                    for together in ([run], runs):
+                    for together in ([run], [gpu.Run(tokens, repeats=2), run, gpu.Run(tokens, k, length, 1)]):
                         if gpu.seconds(together) != _duration_before_one_cost_model(together):
                             differences.append(together)
     assert cases > 40_000 and differences == []
