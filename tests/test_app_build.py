@@ -141,3 +141,20 @@ def test_a_failed_run_puts_its_message_where_its_outputs_were():
     assert "the run failed" in again[outputs["output"]]
     FAILURES.note("session-2", "generate_stream", "x")
     assert FAILURES.take("session-3", "generate_stream") is None and FAILURES.take("session-2", "compare") is None
+
+
+def test_the_about_tab_shows_the_algorithms_document_in_a_closed_accordion():
+    """docs/algorithms.md, read at build: a visitor cannot open a repository file, so the tab shows it."""
+    from components.tabs import about
+
+    demo = app.build_demo()
+    by_id = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+    fold, text = by_id["about-algorithms"], by_id["about-algorithms-text"]
+    assert isinstance(fold, gr.Accordion) and fold.open is False and text in fold.children
+    assert fold.label == about.ALGORITHMS_TITLE and text.latex_delimiters == []
+    headings = [line for line in text.value.splitlines() if line.startswith("#")]
+    for section in ("SpecTr-GBV, exact", "as released", "Why GBV is exact", "AS-BV with hand-off", "References"):
+        assert any(section in heading for heading in headings), section
+    assert "$" not in about.ALGORITHMS.read_text()  # LaTeX off loses nothing
+    assert "](" not in "".join(line for line in text.value.splitlines() if ".md" in line)  # no dead file links
+    assert "the derivations are in the section below" in about.about_markdown()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import pickle
 import subprocess
 import sys
@@ -96,6 +97,58 @@ def test_bad_input_asks_for_the_minimum_so_the_handler_can_refuse_it():
     assert gpu.request_seconds(gpu.sweep_cost, (PAIR_KEY, "x", ["sd"], "K", "1, two", 4, 4, 0.7, 40, 0), {}) == gpu.MIN_SECONDS
     over = limits.LIMITS.fidelity_runs_llm + 10  # refused by the handler at once: no 120 s asked for it
     assert gpu.request_seconds(gpu.fidelity_cost, (PAIR_KEY, "x", "sd", 1, 2, 0.7, over, 3), {}) == gpu.MIN_SECONDS
+
+
+def _run_seconds_before_one_cost_model(run) -> float:
+    """The reference: a run's seconds as gpu.py computed them before its Run read run_cost.PairCost (its
+    STEP_SECONDS, VERIFY_SECONDS, POSITION_SECONDS and PREFILL_SECONDS arithmetic, kept here only)."""
+    step, verify, position, prefill = 0.03, 0.06, 0.0005, 0.06
+    if run.draft_length == 0:
+        per_iteration = step
+    else:
+        positions = max(run.num_drafts, 1) * (run.draft_length + 1)
+        per_iteration = run.draft_length * step + verify + positions * position
+    return run.repeats * (prefill + run.tokens * per_iteration)
+
+
+def _duration_before_one_cost_model(runs) -> int:
+    total = 8.0 + sum(_run_seconds_before_one_cost_model(run) for run in runs)
+    return max(gpu.MIN_SECONDS, min(gpu.MAX_SECONDS, math.ceil(total)))
+
+
+@pytest.mark.unit
+def test_the_durations_are_those_of_the_old_formula_bit_for_bit():
+    """GPU_COST (a PairCost, alpha 0) gives every duration the old constants gave: the same terms, added in
+    the same order, so no ceil moves (another order moves ~0.6 % of them by 1 s), clamped or not."""
+    assert (gpu.START_SECONDS, gpu.MIN_SECONDS) == (8.0, 10)
+    differences, cases = [], 0
+    for tokens in range(1, 513, 7):
+        for k in range(0, 9):
+            for length in range(0, 17):
+                for repeats in (1, 2, 3, 7):
+                    run = gpu.Run(tokens, k, length, repeats)
+                    cases += 1
+                    if run.seconds() != _run_seconds_before_one_cost_model(run):  # unclamped, bit for bit
+                        differences.append(run)
+                    # a request's runs together (Compare: AR twice, the methods, the coupled pass)
+                    for together in ([run], [gpu.Run(tokens, repeats=2), run, gpu.Run(tokens, k, length, 1)]):
+                        if gpu.seconds(together) != _duration_before_one_cost_model(together):
+                            differences.append(together)
+    assert cases > 40_000 and differences == []
+
+
+@pytest.mark.unit
+def test_the_cpu_estimates_keep_their_own_sum_bit_for_bit():
+    """PairCost.iteration_seconds adds its terms as components.wiring.cost did before the one cost model
+    (the fixed part, the positions, the draft steps): the views' defaults and caps do not move either."""
+    from components.wiring import cost
+
+    for pair_cost in [*cost.PAIR_COSTS.values(), cost.HUB_COST]:
+        for k in range(0, 9):
+            for length in range(0, 17):
+                before = (pair_cost.iteration_s + pair_cost.position_s * max(k, 1) * (length + 1)
+                          + pair_cost.draft_step_s * length)
+                assert pair_cost.iteration_seconds(k, length) == before
 
 
 # ----------------------------------------------------------------- no-op and GPU paths

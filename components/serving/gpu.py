@@ -43,6 +43,8 @@ from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.pairs import PAIRS, is_teaching, pair_key_of
 
 from .limits import LIMITS, _env_int, gpu_call
+from .request import COMPARE, FIDELITY, GENERATE, SWEEP, Inputs, RunRequest
+from .run_cost import PairCost
 from .steps import each_step
 
 LOG = logging.getLogger("spectr_gbv.gpu")
@@ -53,12 +55,17 @@ ON_ZEROGPU = spaces is not None and os.environ.get("SPACES_ZERO_GPU", "").lower(
 # Cost model of the default pair on a ZeroGPU H200 slice. This project's one H200 run (README,
 # "On a GPU") found the 135M pair bound by the host: a forward costs 20-50 ms whatever its size,
 # and end to end an iteration of K = 4, L = 6 took about 70 ms. The constants below are a few
-# times that, and every iteration is assumed to emit one token only (the worst case), so a run
-# finishes well inside what it asked for; the Budget stops one that does not.
-STEP_SECONDS = 0.03  # one draft step (all K rows at once), or one plain AR target step
-VERIFY_SECONDS = 0.06  # one target forward scoring the drafts
-POSITION_SECONDS = 0.0005  # per scored position (K x (L + 1)): nearly flat, since host-bound
-PREFILL_SECONDS = 0.06  # the prompt through the target and the draft, once per run
+# times that, and every iteration is assumed to emit one token only (the worst case: alpha 0, so a
+# run of n tokens takes n iterations), so a run finishes well inside what it asked for; the Budget
+# stops one that does not. The same model as the CPU estimates (components.serving.run_cost).
+GPU_COST = PairCost(
+    alpha=0.0,
+    step_s=0.03,  # one plain AR target step
+    iteration_s=0.06,  # one target forward scoring the drafts
+    position_s=0.0005,  # per scored position (K x (L + 1)): nearly flat, since host-bound
+    draft_step_s=0.03,  # one draft step (all K rows at once)
+    prefill_s=0.06,  # the prompt through the target and the draft, once per run
+)
 START_SECONDS = 8.0  # worker start, first CUDA use, figures and the explorer's strings
 MIN_SECONDS = 10
 MAX_SECONDS = _env_int("SPECTR_GBV_GPU_MAX_SECONDS", 120)  # an anonymous visitor's whole daily quota
@@ -74,12 +81,8 @@ class Run:
     repeats: int = 1  # e.g. fidelity's N runs, or several methods at the same K and L
 
     def seconds(self) -> float:
-        if self.draft_length == 0:
-            per_iteration = STEP_SECONDS
-        else:
-            positions = max(self.num_drafts, 1) * (self.draft_length + 1)
-            per_iteration = self.draft_length * STEP_SECONDS + VERIFY_SECONDS + positions * POSITION_SECONDS
-        return self.repeats * (PREFILL_SECONDS + self.tokens * per_iteration)
+        """The worst case: every iteration emits one token, so `tokens` iterations."""
+        return self.repeats * GPU_COST.worst_case_seconds(self.tokens, self.num_drafts, self.draft_length)
 
 
 def seconds(runs: Iterable[Run]) -> int:
@@ -89,9 +92,11 @@ def seconds(runs: Iterable[Run]) -> int:
 
 
 # ------------------------------------------------------------- what each handler asks for
-# Each takes the handler's own arguments and returns its runs, or None when the request runs
-# no model (a teaching pair) and so needs no GPU. They may raise on bad input: the request
-# then asks for no GPU time, and the handler itself refuses the input with its message.
+# Each reads the handler's RunRequest and returns its runs, or None when the request runs no
+# model (a teaching pair) and so needs no GPU. They may raise on bad input: the request then
+# asks for no GPU time, and the handler itself refuses the input with its message. `on_gpu`
+# takes the positional form (`generate_cost`, ...), which builds the RunRequest from the
+# handler's own arguments.
 
 
 def _needs_model(pair_key) -> bool:
@@ -111,38 +116,53 @@ def _run(method, num_drafts, draft_length, tokens, repeats=1) -> Run:
     return _drafted(num_drafts, draft_length, tokens, repeats)
 
 
-def generate_cost(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed, *_, **__):
-    return [_run(method, num_drafts, draft_length, max_new_tokens)] if _needs_model(pair_key) else None
+def generate_runs(run: RunRequest) -> list[Run] | None:
+    return [_run(run.method, run.num_drafts, run.draft_length, run.max_new_tokens)] if _needs_model(run.pair_key) else None
 
 
-def compare_cost(pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed, coupled,
-                 repeats=1, *_, **__):
-    if not _needs_model(pair_key):
+def compare_runs(run: RunRequest) -> list[Run] | None:
+    if not _needs_model(run.pair_key):
         return None
-    repeats = int(repeats)  # seeds: every method (and the coupled pass) runs once per seed
-    runs = [Run(int(max_new_tokens), repeats=2),  # AR, before and after the methods
-            _drafted(num_drafts, draft_length, max_new_tokens, len(methods) * repeats)]
-    if coupled:  # one more pass per seed: shared drafts, which every method verifies
-        runs.append(_drafted(num_drafts, draft_length, max_new_tokens, repeats))
+    repeats = int(run.repeats)  # seeds: every method (and the coupled pass) runs once per seed
+    runs = [Run(int(run.max_new_tokens), repeats=2),  # AR, before and after the methods
+            _drafted(run.num_drafts, run.draft_length, run.max_new_tokens, len(run.methods) * repeats)]
+    if run.coupled:  # one more pass per seed: shared drafts, which every method verifies
+        runs.append(_drafted(run.num_drafts, run.draft_length, run.max_new_tokens, repeats))
     return runs
 
 
-def sweep_cost(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed,
-               repeats=1, *_, **__):
-    if not _needs_model(pair_key):
+def sweep_runs(run: RunRequest) -> list[Run] | None:
+    if not _needs_model(run.pair_key):
         return None
     # The values split as app.parse_values splits them (which also checks them, in the handler).
-    swept = [float(part) for part in str(values or "").replace(";", ",").replace(" ", ",").split(",") if part]
-    return [_drafted(value if axis == "K" else num_drafts, value if axis == "L" else draft_length, max_new_tokens,
-                     len(methods) * int(repeats)) for value in swept]
+    swept = [float(part) for part in str(run.values or "").replace(";", ",").replace(" ", ",").split(",") if part]
+    return [_drafted(value if run.axis == "K" else run.num_drafts, value if run.axis == "L" else run.draft_length,
+                     run.max_new_tokens, len(run.methods) * int(run.repeats)) for value in swept]
 
 
-def fidelity_cost(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens, *_, **__):
-    if not _needs_model(pair_key):
+def fidelity_runs(run: RunRequest) -> list[Run] | None:
+    if not _needs_model(run.pair_key):
         return None
-    if int(num_runs) > LIMITS.fidelity_runs_llm:  # the handler refuses it at once: ask for no more than that
+    if int(run.num_runs) > LIMITS.fidelity_runs_llm:  # the handler refuses it at once: ask for no more than that
         raise ValueError("over the limit on runs")
-    return [_run(method, num_drafts, draft_length, num_tokens, num_runs)]
+    return [_run(run.method, run.num_drafts, run.draft_length, run.num_tokens, run.num_runs)]
+
+
+def _positional(inputs: Inputs, runs: Callable[[RunRequest], list[Run] | None]) -> Callable:
+    """`runs` called with a handler's own arguments (what `on_gpu` and ZeroGPU's duration get)."""
+
+    def cost(*args, **kwargs):
+        return runs(inputs.request(args, kwargs))
+
+    cost.__name__ = cost.__qualname__ = runs.__name__.replace("_runs", "_cost")
+    cost.inputs, cost.runs = inputs, runs
+    return cost
+
+
+generate_cost = _positional(GENERATE, generate_runs)
+compare_cost = _positional(COMPARE, compare_runs)
+sweep_cost = _positional(SWEEP, sweep_runs)
+fidelity_cost = _positional(FIDELITY, fidelity_runs)
 
 
 def request_seconds(cost: Callable, args: tuple, kwargs: dict) -> int | None:

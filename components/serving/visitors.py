@@ -45,6 +45,7 @@ from spectr_gbv.pairs import PAIRS, is_teaching, pair_key_of
 
 from . import limits
 from .limits import ClientGone, _env_int, watching_client
+from .request import Inputs
 from .steps import each_step
 
 LOG = logging.getLogger("spectr_gbv.visitors")
@@ -265,13 +266,13 @@ def line_for(pair_key) -> Line | None:
 # ------------------------------------------------------------------------------ decorator
 
 
-def served(translate: Callable[[BaseException, str], BaseException]) -> Callable:
-    """Decorator factory: the handler (first argument: the pair key) waits its turn in its line,
-    and its Budget watches the visitor. `translate` turns a refusal into the user's error."""
+def served(translate: Callable[[BaseException, str], BaseException], inputs: Inputs) -> Callable:
+    """Decorator factory: the handler (its parameters: `inputs`) waits its turn in the line of its
+    RunRequest's pair, and its Budget watches the visitor. `translate` turns a refusal into the user's error."""
 
     def decorate(fn):
-        def admit(args):
-            line = line_for(args[0] if args else None)
+        def admit(args, kwargs):
+            line = line_for(inputs.request(args, kwargs, partial=True).pair_key)
             event = _gradio_event()
             alive = (lambda: event.alive) if event is not None else (lambda: True)
             if line is None or event is None:  # no pair, or not a request Gradio serves (a test's direct call)
@@ -285,7 +286,7 @@ def served(translate: Callable[[BaseException, str], BaseException]) -> Callable
         if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
             def stream(*args, **kwargs):
-                line, ticket, alive = admit(args)
+                line, ticket, alive = admit(args, kwargs)
                 steps = fn(*args, **kwargs)
                 if ticket is not None:
                     ticket.steps = steps
@@ -311,7 +312,7 @@ def served(translate: Callable[[BaseException, str], BaseException]) -> Callable
 
         @functools.wraps(fn)
         def call(*args, **kwargs):
-            line, ticket, alive = admit(args)
+            line, ticket, alive = admit(args, kwargs)
             try:
                 with watching_client(alive):
                     return fn(*args, **kwargs)

@@ -2,14 +2,17 @@
 
 The numbers in the tables are computed when the app starts, exactly (by enumeration, `spectr_gbv.exact`,
 and by the ceiling LP, `spectr_gbv.ceiling`) on the GBV paper's two-token example; nothing is typed in by hand.
-The math behind each rule (its statement and why it is exact) is docs/algorithms.md. The page itself links
-only pages a visitor can open (arXiv; tests/test_words.py), so that link lives here and in the docs.
+The math behind each rule (its statement and why it is exact) is docs/algorithms.md. A visitor cannot open a
+repository file, so the about text links only pages a visitor can open (arXiv; tests/test_words.py), and the
+tab shows the document itself, read when the app is built, in a closed accordion below the text
+(`algorithms_markdown`).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -23,8 +26,11 @@ from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET, constant
 from ..render.words import GLOSSARY, paper
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 # Thomas & Pal's select-then-verify rule and what AS-BV adds; the README says the same (docs/credit_snippet.md).
-CREDIT = (Path(__file__).resolve().parents[2] / "docs" / "credit_snippet.md").read_text().strip()
+CREDIT = (DOCS / "credit_snippet.md").read_text().strip()
+ALGORITHMS = DOCS / "algorithms.md"  # the rules, and why the exact ones keep the target's law
+ALGORITHMS_TITLE = "How each rule works, and why the exact ones are exact"
 DRAFT_LENGTH = 2
 # The lossy rule and the exact rule it is shown against (their registry entries say which).
 RELEASED = next(name for name, spec in METHODS.items() if not spec.exact)
@@ -126,6 +132,9 @@ calls. The number of tokens per target call is the **block efficiency**; it does
   depth first, and a rejected leaf hands its parent the block residual. It equals GBV at K = 1.
 * **AR**: the target alone, one token per call: the baseline for wall-clock speedup.
 
+Each rule step by step, and why the exact ones keep the target's law: the derivations are in the section below,
+*{ALGORITHMS_TITLE}* (closed until you open it).
+
 ## Which rule wins where, and why
 
 Every exact multi-draft rule does two jobs: it *chooses* which draft to believe, and it *verifies* that draft. Once the
@@ -171,7 +180,29 @@ over K x (L + 1) positions costs several one-token calls, so speculation can be 
 {GLOSSARY}"""
 
 
+_REPOSITORY_LINK = re.compile(r"\[([^\]]+)\]\((?!https?://)([^)\s#]+\.md)(#[^)\s]*)?\)")  # [text](other.md)
+
+
+@lru_cache(maxsize=1)
+def algorithms_markdown() -> str:
+    """docs/algorithms.md as the About tab shows it: its headings one level down (its title is the accordion's),
+    and a link to another repository file, which a visitor cannot open, as that file's path in code."""
+    lines, fenced = [], False
+    for line in ALGORITHMS.read_text().splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,5} ", line):
+            line = "#" + line
+        elif not fenced:
+            line = _REPOSITORY_LINK.sub(lambda m: f"`{(Path('docs') / m.group(2)).as_posix()}`", line)
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
 def build(page) -> None:
     with gr.Tab("About", id="about"):
         gr.HTML((ASSETS / "speculative_iteration.svg").read_text(), elem_id="about-picture")
         gr.Markdown(about_markdown())
+        # The document has no $...$: LaTeX stays off, so its plain-text formulas show as written.
+        with gr.Accordion(ALGORITHMS_TITLE, open=False, elem_id="about-algorithms"):
+            gr.Markdown(algorithms_markdown(), latex_delimiters=[], elem_id="about-algorithms-text")

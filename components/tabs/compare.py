@@ -12,6 +12,7 @@ import gradio as gr
 from spectr_gbv import METHODS
 
 from ..serving import gpu, visitors
+from ..serving.request import COMPARE
 from ..wiring.budget_stops import Ticker
 from .compare_run import CompareView
 from ..wiring.errors import translate_error, user_errors
@@ -35,7 +36,7 @@ def run_order(methods: list[str]) -> list[str]:
     return sorted(methods, key=lambda m: m != DEFAULT_METHOD)
 
 
-@visitors.served(translate_error)
+@visitors.served(translate_error, COMPARE)
 @gpu.on_gpu(gpu.compare_cost)
 @user_errors
 def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed, coupled,
@@ -50,10 +51,12 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     the speedup their median and range. When the budget stops the request, what finished
     stays, and the header says what was stopped (before any method finished: the tokens of the
     run in progress, and what would fit)."""
-    pair, prompt_ids = prepare(pair_key, prompt, progress)
-    methods, coupled = run_order(check_methods(methods)), check_flag("coupled", coupled)
-    base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
-    repeats = number("repeats", repeats, 1, MAX_REPEATS)
+    run = COMPARE.request((pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed,
+                           coupled, repeats))
+    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
+    methods, coupled = run_order(check_methods(run.methods)), check_flag("coupled", run.coupled)
+    base = settings(*run.settings_values())
+    repeats = number("repeats", run.repeats, 1, MAX_REPEATS)
     timed = not pair.info.teaching  # the teaching pairs are lookup tables: their timings mean nothing
     seeds = [base.seed + r for r in range(repeats)]
     view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed)

@@ -15,6 +15,7 @@ from spectr_gbv.fidelity import fidelity_result, fidelity_sample
 from ..serving import gpu, visitors
 from ..serving import limits
 from ..serving.limits import BudgetSpent
+from ..serving.request import FIDELITY
 from ..wiring import caps, cost
 from ..render import figures
 from ..wiring.budget_stops import Ticker, budget_stop, what_fits
@@ -37,7 +38,7 @@ class Checked(NamedOutputs):
     data: object = skip()
 
 
-@visitors.served(translate_error)
+@visitors.served(translate_error, FIDELITY)
 @gpu.on_gpu(gpu.fidelity_cost)
 @user_errors
 def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens,
@@ -45,13 +46,14 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
     """N runs, compared with the exact law after every chunk of runs (streamed); when the budget stops
     it, the comparison over the runs that finished stays, with the header saying so (before the
     first comparison: the runs so far, not compared, and what would fit)."""
-    pair, prompt_ids = prepare(pair_key, prompt, progress)
-    method = check_method(method)
-    base = settings(num_drafts, draft_length, temperature, 1, 0)
+    run = FIDELITY.request((pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens))
+    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
+    method = check_method(run.method)
+    base = settings(run.num_drafts, run.draft_length, run.temperature, 1, 0)
     most = limits.LIMITS.fidelity_runs if pair.info.teaching else limits.LIMITS.fidelity_runs_llm
     variable = "SPECTR_GBV_MAX_FIDELITY_RUNS" + ("" if pair.info.teaching else "_LLM")
-    runs = number(f"number of runs N (this server's limit for this pair: {variable})", num_runs, 10, most)
-    tokens = number("tokens per run", num_tokens, 1, caps.FIDELITY_MAX_TOKENS)
+    runs = number(f"number of runs N (this server's limit for this pair: {variable})", run.num_runs, 10, most)
+    tokens = number("tokens per run", run.num_tokens, 1, caps.FIDELITY_MAX_TOKENS)
     check_fidelity_fits(pair.info.key, method, base, runs, tokens)
     tick = Ticker()  # both phases: the runs, then the exact law's scoring calls
     config = base.config(method, with_theory=False)

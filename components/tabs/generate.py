@@ -14,6 +14,7 @@ from spectr_gbv.models import server_note
 
 from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
+from ..serving.request import GENERATE
 from . import explorer
 from ..wiring import private
 from ..wiring.budget_stops import budget_stop
@@ -58,7 +59,7 @@ def _add_display_strings(texts: dict[int, str], it, token_text) -> dict[int, str
     return texts
 
 
-@visitors.served(translate_error)
+@visitors.served(translate_error, GENERATE)
 @gpu.on_gpu(gpu.generate_cost)
 @user_errors
 def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed,
@@ -67,11 +68,12 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
 
     Every step also stores the run so far (run_state), so a Stop that cancels the run (ZeroGPU)
     can fill the explorer from it."""
+    run = GENERATE.request((pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed))
     session = getattr(request, "session_hash", None)
     STOPS.take(session)  # a Stop pressed before this run does not end it
-    pair, prompt_ids = prepare(pair_key, prompt, progress)
-    method = check_method(method)
-    base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
+    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
+    method = check_method(run.method)
+    base = settings(*run.settings_values())
     config = base.config(method)
     heading = {"pair_key": pair.info.key, "methods": [method], "num_drafts": base.num_drafts,
                "draft_length": base.draft_length, "temperature": base.temperature, "seed": base.seed}

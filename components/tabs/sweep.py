@@ -12,6 +12,7 @@ from spectr_gbv.sweep import AXES, iter_sweep
 from ..serving import gpu, visitors
 from ..serving import limits
 from ..serving.limits import BudgetSpent
+from ..serving.request import SWEEP
 from ..wiring import caps, cost, private
 from ..render.band_figures import sweep_band_figures
 from ..wiring.budget_stops import Ticker, budget_stop, what_fits
@@ -49,7 +50,7 @@ def parse_values(axis: str, text) -> list[float]:
     return [number(f"sweep value for {axis}", p, low, high, integer) for p in parts]
 
 
-@visitors.served(translate_error)
+@visitors.served(translate_error, SWEEP)
 @gpu.on_gpu(gpu.sweep_cost)
 @user_errors
 def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed,
@@ -61,18 +62,20 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
     With Repeats > 1 on a model pair, AR is timed just before and after every method's runs at
     every point, as in Compare, and a point's speedup is the median of its runs against them, with
     their range (`runs.sweep_point`); with one run per point the chart leaves the speedups out."""
-    pair, prompt_ids = prepare(pair_key, prompt, progress)
-    methods = check_methods(methods)
-    base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
-    swept = parse_values(axis, values)
-    repeats = number("repeats", repeats, 1, MAX_REPEATS)
+    run = SWEEP.request((pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens,
+                         seed, repeats))
+    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
+    methods = check_methods(run.methods)
+    base = settings(*run.settings_values())
+    axis, swept = run.axis, parse_values(run.axis, run.values)
+    repeats = number("repeats", run.repeats, 1, MAX_REPEATS)
     if len(methods) * len(swept) > limits.LIMITS.sweep_runs:
         raise ValueError(f"{len(methods)} methods x {len(swept)} values = {len(methods) * len(swept)} runs is over this "
                          f"server's limit of {limits.LIMITS.sweep_runs} (SPECTR_GBV_MAX_SWEEP_RUNS): fewer methods or values")
     for value in swept:  # every swept K x L must fit the memory limit too
         if axis in ("K", "L"):
-            settings(value if axis == "K" else num_drafts, value if axis == "L" else draft_length, temperature,
-                     max_new_tokens, seed)
+            settings(value if axis == "K" else run.num_drafts, value if axis == "L" else run.draft_length,
+                     run.temperature, run.max_new_tokens, run.seed)
     lengths = swept if axis == "L" else [base.draft_length] * len(swept)
     interleave = not pair.info.teaching and repeats > 1  # AR around every method's runs (cost.sweep_interleaves_ar)
     ar_runs = cost.sweep_ar_runs(axis, swept, len(methods), interleave)

@@ -21,7 +21,6 @@ defaults smaller than they could be.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 
 from spectr_gbv import AUTOREGRESSIVE
@@ -29,6 +28,7 @@ from spectr_gbv.pairs import (DEFAULT_KEY, FIRST_FEATURE_KEY, FIRST_FUSED_KEY, L
                               is_teaching, pair_key_of)
 
 from ..serving import limits as limits_module
+from ..serving.run_cost import PairCost
 
 DEFAULT_FRACTION = 0.5  # a view's defaults must be estimated to take at most this share of the time budget
 CAP_FRACTION = 0.9  # a slider's cap: the most whose estimate still fits this share of the budget
@@ -36,18 +36,8 @@ SIGMAS = 4.0  # iterations: a sum of N runs stays under its mean + SIGMAS sd (a 
 COUPLED_OVERHEAD = 1.4  # a coupled iteration: one draft and one scoring call, then every method's verdict
 
 
-@dataclass(frozen=True)
-class PairCost:
-    """One pair's costs on a 2-core CPU, one torch thread, the other core busy (seconds)."""
-
-    alpha: float  # per-token acceptance of the pair's draft (held out where measured)
-    step_s: float  # one plain AR step of the target
-    iteration_s: float  # one speculative iteration's fixed part: the scoring forward and the rule
-    position_s: float  # each scored position (K x (L + 1) per iteration)
-    draft_step_s: float  # one draft step (all K rows at once)
-    prefill_s: float  # the prompt through the target (and the draft), once per run or scoring call
-
-
+# Each pair's costs on a 2-core CPU, one torch thread, the other core busy (the model, PairCost, is
+# components.serving.run_cost's, which the ZeroGPU durations read too).
 # The default pair (SmolLM2-135M, fp16-weights kernel, the feature draft): AR 40 tokens 2.25 s,
 # AS-BV+H at K = 2, L = 4 13 iterations in 2.2 s, a 3-token fidelity run 0.30 s, an exact-law
 # scoring call 0.15 s (measured with a training job on the other core). alpha is the draft's
@@ -129,18 +119,15 @@ def fits_iterations(runs: list[tuple[int, int]], tokens: int, pair_key, availabl
 
 
 def iteration_seconds(pair_key, num_drafts: int, draft_length: int) -> float:
-    cost = pair_cost(pair_key)
-    return (cost.iteration_s + cost.position_s * max(int(num_drafts), 1) * (int(draft_length) + 1)
-            + cost.draft_step_s * int(draft_length))
+    return pair_cost(pair_key).iteration_seconds(num_drafts, draft_length)
 
 
 def run_seconds(pair_key, method: str, num_drafts: int, draft_length: int, tokens: int) -> float:
     """Expected seconds of one decoding run."""
     cost = pair_cost(pair_key)
     if method == AUTOREGRESSIVE:
-        return cost.prefill_s + int(tokens) * cost.step_s
-    return cost.prefill_s + expected_iterations(pair_key, method, draft_length, tokens) * iteration_seconds(
-        pair_key, num_drafts, draft_length)
+        return cost.ar_seconds(tokens)
+    return cost.drafted_seconds(expected_iterations(pair_key, method, draft_length, tokens), num_drafts, draft_length)
 
 
 def compare_seconds(pair_key, num_methods: int, num_drafts: int, draft_length: int, tokens: int, repeats: int,

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import gradio as gr
 
+from ..serving.request import SETTINGS
+
 if TYPE_CHECKING:  # types only: the tabs import this module, never the other way at run time
     from ..tabs.compare import CompareTab
     from ..tabs.explorer import ExplorerTab
@@ -64,8 +66,7 @@ class Page:
     @property
     def settings_inputs(self) -> list:
         """K, L, T, max new tokens and seed: the settings every model run reads, in the handlers' order."""
-        s = self.sidebar
-        return [s.num_drafts, s.draft_length, s.temperature, s.max_new_tokens, s.seed]
+        return [getattr(self.sidebar, name) for name in SETTINGS]  # the Sidebar's fields carry RunRequest's names
 
     @property
     def controls(self) -> dict:
