@@ -37,7 +37,6 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
