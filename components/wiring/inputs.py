@@ -52,6 +52,36 @@ EXAMPLES = [
 ]
 
 
+TEACHING_KEYS = (TOY_KEY, TWO_TOKEN_KEY)
+
+
+def example_prompt(pair_key: str) -> str:
+    """A pair's own first example prompt; a model pair without one gets the default pair's."""
+    return next((text for key, text in EXAMPLES if key == pair_key), EXAMPLES[0][1])
+
+
+def _reads(pair_key: str, prompt: str) -> bool:
+    try:
+        get_pair(pair_key).encode(check_prompt(prompt))
+    except ValueError:
+        return False
+    return True
+
+
+def prompt_for_pair(pair_key, prompt):
+    """The prompt box when the user picks a pair: a teaching pair gets its own example unless it reads
+    the prompt already; a model pair gets the default prompt back in place of a teaching pair's
+    prompt (one a teaching pair reads); any other prompt stays as typed."""
+    key = check_pair_key(pair_key)
+    key = {info.label: k for k, info in PAIRS.items()}.get(key, key)
+    text = prompt if isinstance(prompt, str) else ""
+    if key in TEACHING_KEYS:
+        return text if _reads(key, text) else example_prompt(key)
+    if text.strip() and any(_reads(k, text) for k in TEACHING_KEYS):
+        return example_prompt(key)
+    return text
+
+
 def prepare(pair_key, prompt, progress=None):
     """(pair, prompt token ids), checked; a model pair may load now, and the progress bar says so."""
     key = check_pair_key(pair_key)
