@@ -61,7 +61,8 @@ def test_the_released_rule_leaves_the_band_on_the_two_token_example_at_fidelitys
     (runs,) = set(after(page, "change", "N", pair=TWO_TOKEN_KEY, N=fidelity.default_runs(DEFAULT_KEY), **SETTINGS))
     *_, (header, _figure, data) = fidelity.run_fidelity(TWO_TOKEN_KEY, "A", RELEASED, DEFAULT_K, DEFAULT_L, DEFAULT_T,
                                                          runs, 3)
-    assert data["within_noise"] is False and "noise band" not in header
+    assert data["within_noise"] is False and "is wider than" not in header
+    assert "The bias being tested: this rule's exact TV here is" in header
 
 
 def test_the_header_says_when_the_band_is_wider_than_the_bias_being_tested():

@@ -113,10 +113,13 @@ def _two_token_bias(method: str, num_drafts: int, draft_length: int, tokens: int
 
 
 def band_note(result, bias: float | None) -> str:
-    """A header line when the noise band at this N is wider than the bias under test: then "inside"
-    says nothing about the rule, only that N is too small to see it."""
-    if bias is None or result is None or result.noise_tv_95 <= bias:
+    """A header line naming the bias under test where it is known (known_bias), and saying so when the
+    noise band at this N is wider than it: then "inside" says nothing about the rule, only that N is
+    too small to see it."""
+    if bias is None or result is None:
         return ""
+    if result.noise_tv_95 <= bias:
+        return f"The bias being tested: this rule's exact TV here is {bias:.3f}.\n\n"
     return (f"**At N = {result.num_runs} the noise band ({result.noise_tv_95:.3f}) is wider than the bias being "
             f"tested** (this rule's exact TV here: {bias:.3f}): inside the band proves nothing; raise N.\n\n")
 
