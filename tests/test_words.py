@@ -184,3 +184,20 @@ def test_the_playground_starts_from_this_servers_measured_costs(monkeypatch):
     assert f"{theory.speedup(alpha, 2, 4, c, True, g):.2f}x" in line and f"g = {g:g}" in line
     pair.target = SimpleNamespace()  # no CPU kernel (a GPU): g stays 0, and the note says why
     assert playground.server_costs()[2] == 0.0
+
+
+def test_the_first_screen_says_what_generate_will_run():
+    demo = app.build_demo()
+    (plan,) = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "generate-plan"]
+    assert plan.value.startswith(f"Generate runs **AS-BV+H**, K = {inputs.DEFAULT_K}, L = {inputs.DEFAULT_L}, "
+                                 f"T = {inputs.DEFAULT_T:g}, {inputs.DEFAULT_TOKENS} new tokens")
+    method = next(b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and b.label.startswith("Method"))
+    (follows,) = [f for f in demo.fns.values() if (method._id, "change") in f.targets and plan in f.outputs]
+    assert follows.fn("sd", 3, 5, 1.0, 20).startswith("Generate runs **SD**, L = 5, T = 1, 20 new tokens")  # K ignored
+
+
+def test_a_teaching_pair_prints_no_speed():
+    *_, last = generate.generate_stream("toy", "the cat", "sd", 1, 3, 1.0, 10, 0)
+    _output, line, data, *_ = last
+    assert "tokens/s" not in line and "ms per token" not in line and "toy model: speed not meaningful" in line
+    assert data["tokens_per_second"] == "toy model: speed not meaningful"
