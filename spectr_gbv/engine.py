@@ -31,7 +31,7 @@ from .methods import METHODS
 from .methods.base import VerifyInput, VerifyResult
 from .models.base import DecodeSession, LanguageModel
 from .probs import logits_to_probs, token_probs
-from .randomness import TorchRandomness, sample_rows
+from .randomness import sample_rows
 from .records import IterationRecord, IterationTimings, RunRecord, TopToken
 
 # How many of the final distribution's most likely tokens an iteration record keeps.
@@ -139,7 +139,7 @@ def speculative_iteration(
 
     start = time.perf_counter()
     inp = VerifyInput.build(proposal.draft_tokens, proposal.draft_probs, proposal.target_probs)
-    result = spec.verify(inp, TorchRandomness(generators[1]))
+    result = spec.verify(inp, spec.randomness(generators[1], inp.num_drafts, inp.draft_length, target_device))
     verify_s = _seconds_since(start, target_device)
 
     theory = spec.expected_accepted(inp) if (config.with_theory and spec.expected_accepted) else None
@@ -315,7 +315,8 @@ def run_lean(run: DecodeRun) -> Iterator[LeanStep]:
             winner, tau, final, *block = spec.decide(inp, run.generators[1]).tolist()  # the decision, one read
             yield LeanStep(run.commit(winner, [*block[:tau], final], drafted=block), tau)
         else:
-            result = spec.verify(inp, TorchRandomness(run.generators[1]))
+            result = spec.verify(inp, spec.randomness(run.generators[1], inp.num_drafts, inp.draft_length,
+                                                      run.target.device))
             yield LeanStep(run.commit(result.winning_draft or 0, result.tokens), result.num_accepted)
 
 

@@ -25,6 +25,13 @@ from .toy import TWO_TOKEN_WORDS, WORDS, decode, encode, toy_pair, two_token_pai
 MAX_LOADED_HUB_PAIRS = int(os.environ.get("SPECTR_GBV_MAX_HUB_PAIRS", "1"))
 
 
+# A pair's kind: what the app decides from it (its line, its GPU time, its caps, whether its times mean anything).
+TEACHING = "teaching"  # lookup-table "models": exact distributions, no model run, untimed
+OFFLINE = "offline"  # the default target with one of its shipped drafts: no download
+HUB = "hub"  # curated pairs from the Hugging Face Hub
+CUSTOM = "custom"  # an operator's "TARGET, DRAFT" (hub ids or local folders), loaded like a hub pair
+
+
 @dataclass(frozen=True)
 class PairInfo:
     key: str
@@ -32,6 +39,12 @@ class PairInfo:
     target: str | None = None  # hub id (hub pairs only)
     draft: str | None = None
     note: str = ""
+    kind: str = HUB
+    vocabulary: int | None = None  # the whole vocabulary's size (teaching pairs only)
+
+    @property
+    def teaching(self) -> bool:
+        return self.kind == TEACHING
 
 
 @dataclass
@@ -56,22 +69,22 @@ PREVIOUS_DEFAULT_KEYS = (LAYERED_KEY, FIRST_FEATURE_KEY, FIRST_FUSED_KEY)
 PAIRS: dict[str, PairInfo] = {
     p.key: p
     for p in [
-        PairInfo(DEFAULT_KEY, "SmolLM2-135M-Instruct + feature-conditioned draft (offline default)",
+        PairInfo(DEFAULT_KEY, "SmolLM2-135M-Instruct + feature-conditioned draft (offline default)", kind=OFFLINE,
                  note="Ships with the app: no download. The draft is one layer that reads the target's own "
                       "low, middle and high hidden states (EAGLE-3-style), so a draft step costs a few percent "
                       "of a target step."),
         PairInfo(FIRST_FUSED_KEY, "SmolLM2-135M-Instruct + first fused feature draft (offline, the previous default)",
-                 note="Same target and the same kind of draft as the default, from its first training (less data, "
+                 kind=OFFLINE, note="Same target and the same kind of draft as the default, from its first training (less data, "
                       "cross-entropy only), stored in int8."),
         PairInfo(FIRST_FEATURE_KEY, "SmolLM2-135M-Instruct + first feature-conditioned draft (offline, an earlier default)",
-                 note="Same target; the first feature draft reads only the target's last hidden states "
+                 kind=OFFLINE, note="Same target; the first feature draft reads only the target's last hidden states "
                       "(EAGLE-style), stored in int8."),
-        PairInfo(LAYERED_KEY, "SmolLM2-135M-Instruct + layered distilled draft (offline, the first default)",
+        PairInfo(LAYERED_KEY, "SmolLM2-135M-Instruct + layered distilled draft (offline, the first default)", kind=OFFLINE,
                  note="Same target; the draft re-reads the text with 5 of the target's layers and 2 trained ones."),
-        PairInfo(TOY_KEY, "Toy world (8 words, exact distributions)",
+        PairInfo(TOY_KEY, "Toy world (8 words, exact distributions)", kind=TEACHING, vocabulary=len(WORDS),
                  note="A bigram world whose distributions are small enough to read; prompts use its words."),
-        PairInfo(TWO_TOKEN_KEY, "Two-token example (GBV paper: q = (1/3, 2/3), p = (2/3, 1/3))",
-                 note="Context-free; words A and B. The released SpecTr-GBV rule's bias is largest here."),
+        PairInfo(TWO_TOKEN_KEY, "Two-token example (GBV paper: q = (1/3, 2/3), p = (2/3, 1/3))", kind=TEACHING,
+                 vocabulary=len(TWO_TOKEN_WORDS), note="Context-free; words A and B. The released SpecTr-GBV rule's bias is largest here."),
         PairInfo("smollm2-360m", "SmolLM2-360M-Instruct + SmolLM2-135M-Instruct (hub)",
                  "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
         PairInfo("smollm2-1.7b", "SmolLM2-1.7B-Instruct + SmolLM2-135M-Instruct (hub)",
@@ -82,6 +95,17 @@ PAIRS: dict[str, PairInfo] = {
                  "deepseek-ai/deepseek-coder-6.7b-instruct", "deepseek-ai/deepseek-coder-1.3b-instruct"),
     ]
 }
+
+
+def pair_key_of(key_or_label):
+    """The key of a pair given by key or label; anything else as given."""
+    return {info.label: key for key, info in PAIRS.items()}.get(key_or_label, key_or_label)
+
+
+def is_teaching(key_or_label) -> bool:
+    """Whether a pair given by key or label is a teaching pair (False for anything not in PAIRS)."""
+    info = PAIRS.get(pair_key_of(key_or_label))
+    return info is not None and info.teaching
 
 
 def hub_reachable(timeout: float = 2.0) -> bool:
@@ -165,7 +189,7 @@ def custom_pair_info(text: str) -> PairInfo:
     parts = [part.strip() for part in text.split(",")]
     if len(parts) != 2 or not all(parts):
         raise ValueError(f"a custom pair is written 'TARGET, DRAFT' (hub ids or local folders), got {text!r}")
-    return PairInfo(f"custom:{parts[0]},{parts[1]}", f"{parts[0]} + {parts[1]} (custom)", parts[0], parts[1])
+    return PairInfo(f"custom:{parts[0]},{parts[1]}", f"{parts[0]} + {parts[1]} (custom)", parts[0], parts[1], kind=CUSTOM)
 
 
 def get_pair(key: str, allow_custom: bool = False) -> Pair:
@@ -173,8 +197,7 @@ def get_pair(key: str, allow_custom: bool = False) -> Pair:
 
     Anything else is a ValueError naming the choices. Custom pairs are loaded like hub pairs
     (same cache and bound; `trust_remote_code` stays off)."""
-    by_label = {p.label: k for k, p in PAIRS.items()}
-    key = by_label.get(key, key)
+    key = pair_key_of(key)
     if allow_custom and isinstance(key, str) and "," in key:
         info = custom_pair_info(key.removeprefix("custom:"))
         with _LOAD_LOCK:

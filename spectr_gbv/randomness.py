@@ -134,6 +134,24 @@ class TorchRandomness(UniformRandomness):
         return torch_uniforms(self.generator, n, device)
 
 
+class BudgetRandomness(UniformRandomness):
+    """Uniforms served in order from a block drawn at once (`torch_uniforms(generator, budget)`).
+
+    A rule whose number of draws depends on its coins, but is bounded, draws its whole budget
+    up front; its tensor form (`MethodSpec.decide`) draws the same block and indexes into it
+    on the device, so both decide from the same uniforms. The unused tail is discarded."""
+
+    def __init__(self, uniforms: torch.Tensor):
+        self.block = uniforms
+        self.used = 0
+
+    def _uniforms(self, n: int, device: torch.device) -> torch.Tensor:
+        if self.used + n > self.block.numel():
+            raise IndexError(f"budget of {self.block.numel()} uniforms exhausted (wanted {self.used + n})")
+        self.used += n
+        return self.block[self.used - n : self.used].to(device)
+
+
 class ScriptedRandomness(UniformRandomness):
     """Uniforms taken in order from a given list (scenario tests)."""
 

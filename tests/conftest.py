@@ -1,7 +1,10 @@
-"""Shared toy worlds for the tests: constant and context-dependent distribution functions."""
+"""Shared toy worlds for the tests (constant and context-dependent distribution functions),
+the fixtures several modules use, and the tiers: every test carries exactly one tier marker
+(docs/tests.md), or the collection stops with the list of tests that do not."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -9,6 +12,42 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: app.py, components/
+
+# The tiers, as declared in pytest.ini (tests/test_tiers.py checks that the two lists agree).
+TIERS = ("exact", "unit", "api", "statistical", "model", "browser", "slow")
+
+
+def tier_problems(items) -> list[str]:
+    """'node id: tiers' for every item without exactly one tier marker."""
+    problems = []
+    for item in items:
+        tiers = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
+        if len(tiers) != 1:
+            problems.append(f"{item.nodeid}: {', '.join(tiers) or 'no tier'}")
+    return problems
+
+
+def pytest_collection_modifyitems(config, items):
+    problems = tier_problems(items)
+    if problems:
+        shown = "\n  ".join(problems[:20]) + ("\n  ..." if len(problems) > 20 else "")
+        raise pytest.UsageError(
+            f"{len(problems)} test(s) without exactly one tier marker ({', '.join(TIERS)}); give the module a "
+            f"`pytestmark = pytest.mark.<tier>`, or each test its own mark (docs/tests.md):\n  {shown}")
+
+
+@pytest.fixture
+def limits(monkeypatch):
+    """Swap the server's limits for one test (the app and the limits module share one object):
+    `limits(seconds=0)` returns the new Limits."""
+    import components.serving.limits as limits_module
+
+    def apply(**changes):
+        new = dataclasses.replace(limits_module.LIMITS, **changes)
+        monkeypatch.setattr(limits_module, "LIMITS", new)
+        return new
+
+    return apply
 
 
 def f64(values) -> torch.Tensor:

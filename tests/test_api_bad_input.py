@@ -17,7 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app_server import running_app
+from helpers import assert_clear
 from raw_api import call
+
+pytestmark = pytest.mark.slow
 
 METHODS = ["ar", "sd", "rrs", "spectr", "gbv", "spectr_gbv", "spectr_gbv_released"]
 numbers = st.one_of(st.integers(-5, 40), st.floats(-5, 40, allow_nan=False, allow_infinity=False))
@@ -35,12 +38,6 @@ def outcome(client, args, api_name):
         return client.predict(*args, api_name=api_name), None
     except Exception as error:  # noqa: BLE001 - the message is what is checked
         return None, str(error)
-
-
-def assert_clear(message) -> None:
-    assert isinstance(message, str) and len(message) > 15, message  # not Gradio's bare "Error" (or nothing)
-    assert "internal error" not in message.lower() and "Traceback" not in message, message
-    assert "<" not in message, message  # markup from the input is escaped (the toast renders HTML)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

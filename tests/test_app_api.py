@@ -12,6 +12,8 @@ from gradio_client import Client
 
 from app_server import running_app
 
+pytestmark = pytest.mark.api
+
 SETTINGS = (3, 4, 0.8, 20, 1)  # K, L, T, max new tokens, seed
 
 

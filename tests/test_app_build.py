@@ -8,8 +8,11 @@ import pytest
 import app
 from components.tabs import explorer, generate, sweep
 from components.wiring import inputs
+from helpers import last
 from spectr_gbv import METHODS
 from spectr_gbv.toy import WORDS, toy_pair
+
+pytestmark = pytest.mark.unit
 
 
 def test_demo_builds_with_every_view():
@@ -17,11 +20,6 @@ def test_demo_builds_with_every_view():
     assert isinstance(demo, gr.Blocks)
     tabs = [b.label for b in demo.blocks.values() if isinstance(b, gr.Tab)]
     assert tabs == ["Generate", "Iteration explorer", "Compare", "Sweep", "Fidelity", "Lesson", "Playground", "About"]
-
-
-def last(generator):
-    *_, final = generator
-    return final
 
 
 @pytest.mark.parametrize("method", ["ar", *METHODS])

@@ -38,6 +38,8 @@ from spectr_gbv.methods.support import on_draft_support
 from spectr_gbv.randomness import ScriptedRandomness, TorchRandomness
 from spectr_gbv.toy import toy_pair
 
+pytestmark = pytest.mark.exact
+
 Q2, P2 = (1 / 3, 2 / 3), (2 / 3, 1 / 3)
 TIED = ((0.2, 0.4, 0.4), (0.1, 0.2, 0.7))  # tokens 0 and 1 share the ratio q/p = 2
 

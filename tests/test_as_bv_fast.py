@@ -33,6 +33,8 @@ from spectr_gbv.exact import verify_input_for
 from spectr_gbv.methods import as_bv, as_bv_fast, as_bv_lp
 from spectr_gbv.randomness import TorchRandomness
 
+pytestmark = pytest.mark.exact
+
 
 def reference_order(target: torch.Tensor, draft: torch.Tensor, head_size: int) -> list[int]:
     """The strict order as a list, lowest first: the tail (tokens outside the head_size likeliest

@@ -31,6 +31,8 @@ from spectr_gbv.ceiling import optimal_expected_accepted
 from spectr_gbv.exact import enumerate_outcomes, iteration_law
 from spectr_gbv.methods import METHODS, as_bv, as_bv_fast, as_bv_handoff
 
+pytestmark = pytest.mark.exact
+
 TIED = ((0.2, 0.4, 0.4), (0.1, 0.2, 0.7))  # tokens 0 and 1 share the ratio q/p = 2
 NODE_TABLES = [TIED, ((0.5, 0.3, 0.2), (0.2, 0.3, 0.5)), ((0.1, 0.2, 0.3, 0.4), (0.4, 0.3, 0.2, 0.1))]
 

@@ -3,8 +3,12 @@ against a plain decoding slowed by the kernel chosen for speculation."""
 
 from __future__ import annotations
 
+import pytest
+
 from spectr_gbv.bench.__main__ import fastest_plain_decoding, markdown
 from spectr_gbv.models.cpu_kernel import KernelChoice, KernelCost
+
+pytestmark = pytest.mark.unit
 
 
 def row(method, speedup, K=0, L=0):

@@ -15,6 +15,8 @@ import torch
 
 from spectr_gbv.bench import verify
 
+pytestmark = pytest.mark.unit
+
 
 def test_run_config_times_every_method_on_each_fresh_input():
     row = verify.run_config(2, 3, ["sd", "spectr", "spectr_gbv", "as_bv"], repeats=3, device=torch.device("cpu"), vocab=40)

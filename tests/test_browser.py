@@ -8,11 +8,14 @@ images to assets/screenshots), else to a temporary folder.
 
 from __future__ import annotations
 
+import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
 from browser_kit import TIMEOUT, WINDOW, browser, count, open_tab, screenshots, resize, scroll_to, wait_for  # noqa: F401
+
+pytestmark = pytest.mark.browser
 
 
 def sideways_scrollers(driver) -> list[str]:

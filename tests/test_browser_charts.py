@@ -25,7 +25,10 @@ from browser_kit import NARROW, TIMEOUT, WINDOW, browser, count, open_tab, resiz
 from components.tabs import compare, sweep
 from components.wiring import inputs
 from components.wiring.run_events import RUNNING
-from test_browser_runs import _slow_toy_pair
+from helpers import slow_toy_pair
+from spectr_gbv.pairs import HUB
+
+pytestmark = pytest.mark.browser
 
 SIZES = [WINDOW, (1100, 800), NARROW]
 COMPARE_CHARTS = ("efficiency", "histogram", "per-position", "calls", "speedup", "theory")
@@ -86,7 +89,7 @@ def timed_pairs(monkeypatch):
     """Compare and Sweep time the teaching pair as if it were a model pair."""
     def timed_prepare(pair_key, prompt, progress=None):
         pair, ids = inputs.prepare(pair_key, prompt, progress)
-        return dataclasses.replace(pair, words=None), ids
+        return dataclasses.replace(pair, info=dataclasses.replace(pair.info, kind=HUB), words=None), ids
 
     monkeypatch.setattr(compare, "prepare", timed_prepare)
     monkeypatch.setattr(sweep, "prepare", timed_prepare)
@@ -154,7 +157,7 @@ def error_badges(driver) -> list[str]:
 
 @pytest.mark.parametrize("size", [WINDOW, NARROW], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_generate_is_busy_while_it_runs_and_a_failed_run_shows_its_message(browser, screenshots, monkeypatch, size):
-    slow_toy = _slow_toy_pair(0.01)
+    slow_toy = slow_toy_pair(0.01)
     monkeypatch.setattr(inputs, "get_pair", lambda key, **kwargs: slow_toy)
     with running_app(default_pair="toy", default_prompt="the cat") as url:
         resize(browser, *size)

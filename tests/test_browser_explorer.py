@@ -20,6 +20,8 @@ from app_server import running_app
 from browser_kit import NARROW, TIMEOUT, WINDOW, browser, resize, wait_for  # noqa: F401
 from components.render.palette import METHOD_COLOURS
 
+pytestmark = pytest.mark.browser
+
 
 @pytest.fixture(scope="module")
 def toy_url():

@@ -19,6 +19,8 @@ from app_server import running_app
 from browser_kit import NARROW, WINDOW, browser, open_tab, resize, screenshots, wait_for, wait_until  # noqa: F401
 from components.wiring.screens import NARROW_PX
 
+pytestmark = pytest.mark.browser
+
 PROJECTOR = (1024, 768)
 # (width, height, presentation mode): the three sizes of the issue, and the titles also at the other mode
 SIZES = [(*WINDOW, False), (*PROJECTOR, True), (*NARROW, False)]

@@ -20,6 +20,8 @@ from components.tabs.playground import tokens_shown
 from spectr_gbv import METHODS
 from spectr_gbv.pairs import PAIRS
 
+pytestmark = pytest.mark.browser
+
 SIZES = [(*WINDOW, False), (1024, 768, True), (*NARROW, False)]
 # Where each control a step sets shows its value on the page (a slider: its number box).
 FIELDS = {"pair": "input[aria-label='Model pair']", "method": "input[aria-label='Method (Generate, Fidelity)']",

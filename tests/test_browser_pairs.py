@@ -14,6 +14,8 @@ from components.wiring.inputs import DEFAULT_K, DEFAULT_L, EXAMPLES
 from spectr_gbv import METHODS
 from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TWO_TOKEN_KEY
 
+pytestmark = pytest.mark.browser
+
 RELEASED = "spectr_gbv_released"
 RUNS = "#fidelity-runs input[type='number']"
 

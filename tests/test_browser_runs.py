@@ -5,8 +5,7 @@ the tokens so far and fills the explorer with their iterations."""
 
 from __future__ import annotations
 
-import time
-
+import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -15,7 +14,9 @@ from components.tabs import compare
 from components.wiring import inputs
 from app_server import running_app
 from browser_kit import TIMEOUT, WINDOW, browser, count, open_tab, screenshots, resize, scroll_to, wait_for  # noqa: F401
-from test_limits_and_faults import limits  # noqa: F401  (the server runs in this process: its limits are swapped)
+from helpers import slow_toy_pair
+
+pytestmark = pytest.mark.browser
 
 
 def test_a_budget_stop_leaves_partial_results_on_screen(browser, screenshots, limits):
@@ -59,25 +60,8 @@ def test_a_budget_stop_leaves_partial_results_on_screen(browser, screenshots, li
         assert "at most 8 at K = 8" in browser.find_element(By.ID, "draft-length").text
 
 
-def _slow_toy_pair(seconds: float):
-    """The Toy world, every model call `seconds` slower: a run long enough to press Stop in."""
-    from spectr_gbv import toy
-    from spectr_gbv.models.function import FunctionModel
-    from spectr_gbv.pairs import PAIRS, TOY_KEY, Pair
-
-    def slow(probs_fn):
-        def probs(context):
-            time.sleep(seconds)
-            return probs_fn(context)
-        return probs
-
-    target = FunctionModel(slow(toy._target_probs), len(toy.WORDS), name="slow toy target")
-    draft = FunctionModel(slow(toy._draft_probs), len(toy.WORDS), name="slow toy draft")
-    return Pair(PAIRS[TOY_KEY], target, draft, toy.encode, toy.decode, list(toy.WORDS))
-
-
 def test_stop_keeps_the_tokens_and_fills_the_explorer(browser, monkeypatch):
-    slow_toy = _slow_toy_pair(0.01)
+    slow_toy = slow_toy_pair(0.01)
     monkeypatch.setattr(inputs, "get_pair", lambda key, **kwargs: slow_toy)
     with running_app(default_pair="toy", default_prompt="the cat") as url:
         browser.get(url)

@@ -18,6 +18,8 @@ from browser_kit import NARROW, TIMEOUT, WINDOW, browser, open_tab, resize, scre
 from components.wiring.share import TABS
 from spectr_gbv.pairs import PAIRS
 
+pytestmark = pytest.mark.browser
+
 
 @pytest.fixture(scope="module")
 def url():

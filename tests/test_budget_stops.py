@@ -20,8 +20,9 @@ from app_server import running_app
 from components.tabs import compare, fidelity, sweep
 from components.wiring import inputs
 from raw_api import call
-from test_fair_and_bounded import _stand_in_pair
-from test_limits_and_faults import last, limits, toy_generate  # noqa: F401  (the fixture: this process's limits)
+from helpers import last, stand_in_pair, toy_generate
+
+pytestmark = pytest.mark.api
 
 SLOW_S = 0.05  # a model call of the stand-in pair: AR's 30 tokens take 1.5 s
 
@@ -29,7 +30,7 @@ SLOW_S = 0.05  # a model call of the stand-in pair: AR's 30 tokens take 1.5 s
 @pytest.fixture
 def slow_default(monkeypatch):
     """The default pair replaced by the Toy world's tables behind models that sleep SLOW_S a call."""
-    stand_in = _stand_in_pair("sleep", SLOW_S, [])
+    stand_in = stand_in_pair("sleep", SLOW_S, [])
     monkeypatch.setattr(inputs, "get_pair", lambda key, **kwargs: stand_in)
     return stand_in
 

@@ -21,8 +21,10 @@ from spectr_gbv.ceiling import optimal_expected_accepted, run_ceiling, teaching_
 from spectr_gbv.config import DecodeConfig
 from spectr_gbv.exact import iteration_law, sequence_prob
 from spectr_gbv.methods import METHODS
-from test_methods_scenarios import theory_expected_accepted
 from components.tabs import compare
+from helpers import theory_expected_accepted
+
+pytestmark = pytest.mark.exact
 
 Q2, P2 = (1 / 3, 2 / 3), (2 / 3, 1 / 3)
 

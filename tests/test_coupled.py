@@ -9,7 +9,7 @@ import torch
 
 from spectr_gbv import METHODS
 from spectr_gbv.config import DecodeConfig
-from spectr_gbv.coupled import coupled_run
+from spectr_gbv.coupled import CoupledRun, coupled_run
 from spectr_gbv.methods.base import VerifyInput
 from spectr_gbv.randomness import TorchRandomness
 from spectr_gbv.toy import encode, toy_pair
@@ -24,6 +24,7 @@ def run(method="spectr_gbv", **kwargs):
     return coupled_run(target, draft, encode("the cat"), ALL, config)
 
 
+@pytest.mark.unit
 def test_every_method_judges_each_shared_iteration_and_the_leader_advances_the_context():
     result = run()
     assert len(result.tokens) == 60
@@ -41,6 +42,7 @@ def test_every_method_judges_each_shared_iteration_and_the_leader_advances_the_c
             assert verdict.winning_draft in (None, 0)
 
 
+@pytest.mark.unit
 def test_same_seed_same_coupled_run_and_a_verdict_is_reproducible_from_its_input():
     a, b = run(), run()
     assert a.tokens == b.tokens and [s.verdicts for s in a.steps] == [s.verdicts for s in b.steps]
@@ -57,6 +59,7 @@ def test_same_seed_same_coupled_run_and_a_verdict_is_reproducible_from_its_input
     assert result.num_accepted == first.verdicts["spectr"].num_accepted
 
 
+@pytest.mark.unit
 def test_at_temperature_zero_the_coupled_trajectory_is_greedy_and_all_rules_agree():
     result = run(temperature=0.0, max_new_tokens=20)
     target, _ = toy_pair()
@@ -84,13 +87,30 @@ def test_measured_mean_tau_matches_the_theory_line_for_every_exact_method():
         assert abs(mean) < 4 * sd / math.sqrt(n), (name, mean, sd, n)
 
 
-def test_summary_has_the_run_record_keys():
-    summary = run(max_new_tokens=30).summary("spectr")
-    assert summary["block_efficiency"] == summary["mean_acceptance_length"] == 1 + summary["mean_accepted"]
-    assert sum(summary["accepted_length_histogram"]) == summary["target_calls"]
-    assert len(summary["per_position_acceptance"]) == 3
+@pytest.mark.unit
+def test_summary_rates_are_the_ones_the_emitted_tokens_give():
+    """The summary's rates against quantities counted another way. With SpecTr leading, each step
+    emits the leader's tau + 1 tokens, so block efficiency is new tokens per target call, as
+    `RunRecord` computes it, on the steps before the last (which the token cap may cut). Mean tau
+    is also the sum over positions of P(tau >= i), and the mean of the accepted-length histogram."""
+    full = run(method="spectr", max_new_tokens=40)
+    uncapped = CoupledRun(full.config, full.methods, full.prompt_ids, full.steps[:-1])
+    summary = uncapped.summary("spectr")
+    calls, L = len(uncapped.steps), 3
+    assert summary["target_calls"] == calls >= 8
+    tokens_per_call = len(uncapped.tokens) / calls
+    assert 1 < tokens_per_call < L + 1  # some drafts accepted, not all: an off-by-one cannot hide
+    assert summary["block_efficiency"] == pytest.approx(tokens_per_call, abs=1e-12)
+    assert summary["mean_acceptance_length"] == pytest.approx(tokens_per_call, abs=1e-12)
+    histogram = summary["accepted_length_histogram"]
+    assert len(histogram) == L + 1 and sum(histogram) == calls
+    assert summary["mean_accepted"] == pytest.approx(sum(t * n for t, n in enumerate(histogram)) / calls, abs=1e-12)
+    assert summary["mean_accepted"] == pytest.approx(sum(summary["per_position_acceptance"]), abs=1e-12)
+    assert summary["acceptance_rate"] == pytest.approx(summary["mean_accepted"] / L, abs=1e-12)
+    assert len(summary["per_position_acceptance"]) == L
 
 
+@pytest.mark.unit
 def test_coupled_mode_rejects_non_verifiers():
     target, draft = toy_pair()
     with pytest.raises(ValueError, match="unknown"):

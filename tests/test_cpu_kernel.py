@@ -14,6 +14,8 @@ from spectr_gbv.models.cpu_kernel import KernelChoice, KernelCost
 from spectr_gbv.models.hf import HFModel, load_model
 from tiny_models import save_tiny_llama
 
+pytestmark = pytest.mark.model
+
 AVX2 = {"avx", "avx2", "fma", "f16c"}
 AVX512_BF16 = AVX2 | {"avx512f", "avx512bw", "avx512_bf16"}
 

@@ -20,7 +20,7 @@ from spectr_gbv.engine import draft_blocks
 from spectr_gbv.methods import VerifyInput
 from spectr_gbv.models.hf import load_pair
 from spectr_gbv.randomness import ScriptedRandomness
-from test_models_hf import assert_first_two_tokens_follow_the_target_law, greedy
+from helpers import assert_first_two_tokens_follow_the_target_law, greedy
 from tiny_models import save_tiny_llama
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -47,6 +47,7 @@ def cuda_pair(cuda_dirs):
     return target, draft
 
 
+@pytest.mark.model
 def test_default_dtype_on_cuda_is_bfloat16(cuda_dirs):
     target, _, _ = load_pair(str(cuda_dirs["target"]), str(cuda_dirs["draft"]), device="cuda")
     assert next(target.model.parameters()).dtype == torch.bfloat16
@@ -54,6 +55,7 @@ def test_default_dtype_on_cuda_is_bfloat16(cuda_dirs):
     assert len(run.tokens) >= 1
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("method", ALL_METHODS)
 def test_temperature_zero_equals_greedy_target_decoding_on_cuda(cuda_pair, method):
     target, draft = cuda_pair
@@ -61,6 +63,7 @@ def test_temperature_zero_equals_greedy_target_decoding_on_cuda(cuda_pair, metho
     assert run.tokens == greedy(target, [3, 4, 5], 20)
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("method", ["sd", "spectr", "gbv", "spectr_gbv"])
 def test_seeded_decoding_is_reproducible_on_cuda(cuda_pair, method):
     target, draft = cuda_pair
@@ -69,11 +72,13 @@ def test_seeded_decoding_is_reproducible_on_cuda(cuda_pair, method):
     assert runs[0] == runs[1]
 
 
+@pytest.mark.statistical
 def test_first_two_tokens_follow_the_exact_target_law_on_cuda(cuda_dirs):
     target, draft, _ = load_pair(str(cuda_dirs["small"]), str(cuda_dirs["small_draft"]), device="cuda", dtype=torch.float32)
     assert_first_two_tokens_follow_the_target_law(target, draft)
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("method", list(METHODS))
 def test_verifiers_on_cuda_tensors_equal_the_cpu_verifiers(method):
     g = torch.Generator().manual_seed(3)
@@ -105,6 +110,7 @@ def _host_syncs(fn) -> list[str]:
     return [str(w.message) for w in caught if "called a synchronizing" in str(w.message)]
 
 
+@pytest.mark.model
 def test_the_draft_loop_does_not_synchronise_per_token(cuda_pair):
     """Copying the pending context in may synchronise once per iteration; the L drafting steps
     after it must not, so the count is the same for L = 2 and L = 8."""

@@ -23,6 +23,8 @@ from huggingface_hub import constants
 
 from spectr_gbv.models import default_file, hf
 
+pytestmark = pytest.mark.unit
+
 CONTENT = b"GGUF stand-in " * 4096
 _real_download = default_file.download  # the fixture below makes any other download fail the test
 

@@ -16,18 +16,17 @@ import dataclasses
 
 import pytest
 
-import app
+import app  # noqa: F401  (first: it sets Gradio's environment before gradio is imported)
 from components.serving import visitors
 from components.serving import limits
 from components.wiring import caps, cost
 from components.tabs import compare, fidelity, generate, sweep
 from components.wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, default_compare, prepare
 from components.wiring.runs import NOISY_AR_SPREAD, speedup_of
-from spectr_gbv.pairs import DEFAULT_KEY
+from helpers import last, page_defaults
+from spectr_gbv.pairs import DEFAULT_KEY, HUB
 
-
-def last(steps):
-    return list(steps)[-1]
+pytestmark = pytest.mark.unit
 
 
 # ------------------------------------------------------------------ the estimate
@@ -83,18 +82,6 @@ def test_fidelity_refuses_up_front_what_its_cap_refuses():
 # ------------------------------------------------------------------ each view at its defaults, end to end
 
 
-def page_defaults(pair: str, prompt: str) -> dict:
-    demo = app.build_demo(default_pair=pair, default_prompt=prompt)
-    by_id = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
-    by_label = {getattr(b, "label", None): b for b in demo.blocks.values()}
-    return dict(method=by_label["Method (Generate, Fidelity)"].value, K=by_id["num-drafts"].value,
-                L=by_id["draft-length"].value, T=by_label["T (temperature)"].value,
-                tokens=by_label["Max new tokens"].value, seed=by_label["Seed"].value,
-                methods=by_label["Methods (Compare, Sweep)"].value, repeats=by_id["compare-repeats"].value,
-                values=by_id["sweep-values"].value, runs=by_id["fidelity-runs"].value,
-                fidelity_tokens=by_label["First tokens compared"].value)
-
-
 @pytest.mark.parametrize("pair, prompt", [("toy", "the cat"), ("two-token", "A")])
 def test_every_view_finishes_at_its_defaults(pair, prompt):
     d = page_defaults(pair, prompt)
@@ -118,7 +105,7 @@ def timed_toy(monkeypatch):
     """The toy pair as if it were a model pair: Compare and Sweep time it (AR after every method)."""
     def timed_prepare(pair_key, prompt, progress=None):
         pair, ids = prepare(pair_key, prompt, progress)
-        return dataclasses.replace(pair, words=None), ids
+        return dataclasses.replace(pair, info=dataclasses.replace(pair.info, kind=HUB), words=None), ids
 
     monkeypatch.setattr(compare, "prepare", timed_prepare)
     monkeypatch.setattr(sweep, "prepare", timed_prepare)

@@ -16,6 +16,8 @@ from spectr_gbv.models import hf
 from spectr_gbv.models.hf import load_model
 from tiny_models import save_tiny_llama
 
+pytestmark = pytest.mark.model
+
 
 def test_prompts_are_seeded_cycle_the_four_kinds_and_are_varied():
     prompts = distill.make_prompts(distill.SEQUENCES, seed=0)

@@ -15,6 +15,10 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = "docs/algorithms.md"
 OLD_NOTE = "ALGORITHMS" + ".md"  # spelt in two parts so that this file does not cite it

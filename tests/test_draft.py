@@ -17,8 +17,10 @@ import torch
 from spectr_gbv import generate
 from spectr_gbv.models.hf import DEFAULT_DRAFT, DRAFT_ASSETS, DRAFT_WEIGHTS, OUTPUT_TOKEN_IDS_FILE, chat_prompt_ids, load_model, load_pair
 from spectr_gbv.probs import logits_to_probs
-from test_models_hf import greedy
+from helpers import greedy
 from tiny_models import save_tiny_llama
+
+pytestmark = pytest.mark.model
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,8 @@ from spectr_gbv.training.distill import HELD_OUT_TEXTS
 from spectr_gbv.training.sharegpt import Conversation
 from tiny_models import save_tiny_llama
 
+pytestmark = pytest.mark.model
+
 
 def record(id_, prompt, reply="ok", first="human"):
     return {"id": id_, "conversations": [{"from": first, "value": prompt}, {"from": "gpt", "value": reply}]}

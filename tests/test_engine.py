@@ -29,6 +29,7 @@ def pair():
     return FunctionModel(target_fn, V), FunctionModel(draft_fn, V)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("method", ALL_METHODS)
 def test_same_seed_gives_identical_runs(pair, method):
     a = generate(*pair, [1, 2], method=method, num_drafts=3, draft_length=3, max_new_tokens=20, seed=5)
@@ -39,6 +40,7 @@ def test_same_seed_gives_identical_runs(pair, method):
     assert c.tokens != a.tokens  # 20 tokens over 6 symbols: a collision is vanishingly unlikely
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("method", ALL_METHODS)
 def test_exactly_max_new_tokens_without_eos(pair, method):
     run = generate(*pair, [0], method=method, num_drafts=2, draft_length=4, max_new_tokens=17, seed=1)
@@ -46,6 +48,7 @@ def test_exactly_max_new_tokens_without_eos(pair, method):
     assert sum(len(it.emitted) for it in run.iterations) == 17
 
 
+@pytest.mark.unit
 def test_stops_at_the_end_of_sequence_token():
     # Token 0 is EOS; the target emits it with probability 1/2 after every prefix.
     target = FunctionModel(lambda c: [0.5, 0.25, 0.25], 3, eos_token_id=0)
@@ -62,6 +65,7 @@ def greedy_target_decode(target: FunctionModel, prompt: list[int], n: int) -> li
     return context[len(prompt):]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("method", ALL_METHODS)
 def test_temperature_zero_equals_greedy_target_decoding(pair, method):
     target, draft = pair
@@ -69,6 +73,7 @@ def test_temperature_zero_equals_greedy_target_decoding(pair, method):
     assert run.tokens == greedy_target_decode(target, [2, 3], 24)
 
 
+@pytest.mark.unit
 def test_metrics_are_derived_from_the_iterations(pair):
     run = generate(*pair, [1], method="spectr_gbv", num_drafts=4, draft_length=3, max_new_tokens=60, seed=2)
     assert run.target_calls == len(run.iterations)
@@ -83,6 +88,7 @@ def test_metrics_are_derived_from_the_iterations(pair):
     assert ar.target_calls == 10 and ar.block_efficiency == 1.0 and ar.acceptance_rate is None
 
 
+@pytest.mark.unit
 def test_drafts_are_sampled_from_the_distributions_handed_to_the_verifier(pair):
     target, draft = pair
     config = DecodeConfig(method="spectr_gbv", num_drafts=3, draft_length=3, temperature=0.7, max_new_tokens=12)
@@ -95,12 +101,14 @@ def test_drafts_are_sampled_from_the_distributions_handed_to_the_verifier(pair):
         context += it.emitted
 
 
+@pytest.mark.unit
 def test_single_draft_methods_draft_one_block(pair):
     for method in ("sd", "gbv"):
         run = generate(*pair, [1], method=method, num_drafts=5, draft_length=2, max_new_tokens=6)
         assert all(len(it.draft_tokens) == 1 for it in run.iterations)
 
 
+@pytest.mark.unit
 def test_token_provenance_covers_every_emitted_token(pair):
     run = generate(*pair, [1], method="spectr", num_drafts=3, draft_length=3, max_new_tokens=30, seed=4)
     for it in run.iterations:
@@ -109,6 +117,7 @@ def test_token_provenance_covers_every_emitted_token(pair):
         assert kinds[: it.num_accepted] == ["accepted"] * min(it.num_accepted, len(kinds))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "kwargs, name",
     [
@@ -129,6 +138,7 @@ def test_bad_settings_raise_value_errors_naming_the_setting(pair, kwargs, name):
         generate(*pair, [1], **kwargs)
 
 
+@pytest.mark.unit
 def test_bad_models_and_prompts_raise_clear_errors(pair):
     target, draft = pair
     with pytest.raises(ValueError, match="prompt_ids"):
@@ -140,12 +150,14 @@ def test_bad_models_and_prompts_raise_clear_errors(pair):
         generate(target, broken, [1])
 
 
+@pytest.mark.unit
 def test_the_verifier_library_imports_no_model_or_ui_library():
     code = "import sys, spectr_gbv; print([m for m in ('transformers', 'gradio', 'plotly') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
 
 
+@pytest.mark.statistical
 def test_the_row_sampler_draws_each_rows_law_and_never_a_zero_probability_token():
     """The engine's drafts and plain decoding's tokens come from `sample_rows` (inverse CDF of a
     float64 uniform per row): each row's draws follow its own law (chi-square, seeded), and the

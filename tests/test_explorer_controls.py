@@ -8,6 +8,8 @@ import pytest
 
 from components.tabs import explorer, generate
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def state():

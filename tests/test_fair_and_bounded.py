@@ -27,12 +27,12 @@ from components.tabs import compare, generate, sweep
 from components.wiring import inputs, settings
 from components.wiring import caps
 from components.tabs import fidelity as fidelity_view
+from helpers import last, stand_in_pair
 from raw_api import call
-from spectr_gbv import toy
 from spectr_gbv.fidelity import fidelity
-from spectr_gbv.models.function import FunctionModel
-from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, Pair, get_pair
-from test_limits_and_faults import last, limits  # noqa: F401  (the fixture: one server's limits swapped for a test)
+from spectr_gbv.pairs import DEFAULT_KEY, get_pair
+
+pytestmark = pytest.mark.slow
 
 
 # -------------------------------------------------------------- budgets, phase by phase
@@ -154,26 +154,6 @@ def test_settings_that_cannot_fit_are_refused_before_any_work(limits):
 # ------------------------------------------------------------ stand-in model pairs, a server
 
 
-def _stand_in_pair(cost: str, seconds: float, calls: list):
-    """The Toy world's tables as a 'real model' pair: every call sleeps, or burns CPU, `seconds`."""
-
-    def slow(probs_fn):
-        def probs(context):
-            calls.append(1)
-            end = time.perf_counter() + seconds
-            if cost == "sleep":
-                time.sleep(seconds)
-            else:
-                while time.perf_counter() < end:
-                    pass
-            return probs_fn(context)
-        return probs
-
-    target = FunctionModel(slow(toy._target_probs), len(toy.WORDS), name="stand-in target")
-    draft = FunctionModel(slow(toy._draft_probs), len(toy.WORDS), name="stand-in draft")
-    return Pair(PAIRS[DEFAULT_KEY], target, draft, toy.encode, toy.decode)
-
-
 @pytest.fixture
 def server(monkeypatch):
     """start(fairness, cost, seconds) -> (url, demo, calls): the app on loopback, 'default' a stand-in."""
@@ -181,7 +161,7 @@ def server(monkeypatch):
 
     def start(fairness=None, cost="sleep", seconds=0.002):
         calls: list = []
-        stand_in = _stand_in_pair(cost, seconds, calls)
+        stand_in = stand_in_pair(cost, seconds, calls)
         real = inputs.get_pair
         monkeypatch.setattr(inputs, "get_pair", lambda key, **kw: stand_in if key == DEFAULT_KEY else real(key, **kw))
         demo = app.build_demo(default_pair="toy", default_prompt="the cat")

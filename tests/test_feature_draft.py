@@ -19,6 +19,8 @@ from spectr_gbv.models.feature_draft import (
     tokenizer_fingerprint,
 )
 
+pytestmark = pytest.mark.model
+
 SHAPE = FeatureDraftShape(hidden_size=32, num_heads=4, num_kv_heads=2, head_dim=8, intermediate_size=48,
                           rope_theta=10000.0, rms_norm_eps=1e-6)
 VOCAB = 40

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from conftest import dirichlet_model, fidelity_error
+from helpers import chi_square_p_value
 from spectr_gbv import METHODS, generate
 from spectr_gbv.exact import sequence_prob
 from spectr_gbv.models import FeatureFunctionModel, FeatureReadingDraft, FunctionModel
-from test_statistical import chi_square_p_value
 
 V = 3
 PROMPT = [0, 2, 1]
@@ -51,6 +51,7 @@ def relative(fn, prompt):
     return lambda context: fn(tuple(prompt) + tuple(context))
 
 
+@pytest.mark.exact
 @pytest.mark.parametrize("name", EXACT)
 def test_exact_methods_preserve_the_target_law_with_a_feature_conditioned_draft(name):
     _, draft = toy_models()
@@ -60,6 +61,7 @@ def test_exact_methods_preserve_the_target_law_with_a_feature_conditioned_draft(
     assert fidelity_error(METHODS[name], relative(TARGET_FN, PROMPT), draft_fn, K, 2) < 1e-9
 
 
+@pytest.mark.unit
 def test_the_verifier_gets_the_distributions_the_drafts_were_sampled_from():
     target, draft = toy_models()
     run = generate(target, draft, PROMPT, method="spectr_gbv", num_drafts=3, draft_length=3, temperature=1.0,
@@ -84,6 +86,7 @@ def test_first_tokens_follow_the_target_law_with_a_feature_conditioned_draft(met
     assert chi_square_p_value(samples, law) > 1e-3
 
 
+@pytest.mark.unit
 def test_a_feature_draft_with_a_target_that_has_no_features_is_a_clear_error():
     _, draft = toy_models()
     with pytest.raises(ValueError, match="reads the target's features"):

@@ -13,6 +13,7 @@ from spectr_gbv.fidelity import _noise_tv_95, exact_prefix_law, fidelity
 from spectr_gbv.toy import encode, toy_pair, two_token_pair
 
 
+@pytest.mark.unit
 def test_exact_prefix_law_is_the_target_law():
     target, _ = toy_pair()
     outcomes = list(itertools.product(range(8), repeat=2))
@@ -43,6 +44,7 @@ def test_exact_methods_on_the_toy_world_stay_inside_the_noise_band(method):
     assert sum(r.count for r in result.rows) == 600
 
 
+@pytest.mark.unit
 def test_bad_sizes_are_clear_errors():
     target, draft = toy_pair()
     with pytest.raises(ValueError, match="at least one run"):

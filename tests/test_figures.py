@@ -20,6 +20,8 @@ from spectr_gbv.config import DecodeConfig
 from spectr_gbv.sweep import sweep
 from spectr_gbv.toy import decode, encode, toy_pair
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def records():

@@ -19,6 +19,8 @@ from spectr_gbv.config import DecodeConfig
 from spectr_gbv.coupled import coupled_run
 from spectr_gbv.pairs import get_pair
 
+pytestmark = pytest.mark.unit
+
 
 def test_paired_interval_is_the_t_interval_of_the_differences():
     a, b = [1.0, 2.5, 2.0, 3.5], [0.5, 2.0, 2.5, 2.0]

@@ -24,6 +24,8 @@ from app_server import free_port
 from components.serving import gate, visitors
 from raw_api import call
 
+pytestmark = pytest.mark.api
+
 
 def _request(*lines: str, client: str = "10.0.0.9") -> Request:
     headers = [(b"x-forwarded-for", line.encode()) for line in lines]

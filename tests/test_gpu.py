@@ -49,6 +49,7 @@ def ui_defaults() -> dict:
 # ------------------------------------------------------------------------------ duration
 
 
+@pytest.mark.unit
 def test_a_first_generate_on_the_defaults_asks_for_at_most_30_seconds():
     d = ui_defaults()
     runs = gpu.generate_cost(PAIR_KEY, "Hello", d["method"], d["num_drafts"], d["draft_length"], d["temperature"],
@@ -56,6 +57,7 @@ def test_a_first_generate_on_the_defaults_asks_for_at_most_30_seconds():
     assert gpu.MIN_SECONDS <= gpu.seconds(runs) <= 30  # an example runs Generate with these settings too
 
 
+@pytest.mark.unit
 def test_duration_grows_with_tokens_k_l_methods_and_runs_and_is_clamped():
     def generate(k, length, tokens, method="spectr_gbv"):
         return gpu.seconds(gpu.generate_cost(PAIR_KEY, "x", method, k, length, 0.7, tokens, 0))
@@ -77,6 +79,7 @@ def test_duration_grows_with_tokens_k_l_methods_and_runs_and_is_clamped():
     assert generate(8, 16, 256) == gpu.MAX_SECONDS <= 120  # never more than an anonymous visitor's daily quota
 
 
+@pytest.mark.unit
 def test_teaching_pairs_ask_for_no_gpu_and_model_pairs_do():
     for key in ("toy", "two-token", PAIRS["toy"].label):
         assert gpu.generate_cost(key, "the", "sd", 4, 4, 0.7, 40, 0) is None
@@ -87,6 +90,7 @@ def test_teaching_pairs_ask_for_no_gpu_and_model_pairs_do():
         assert gpu.generate_cost(key, "x", "sd", 4, 4, 0.7, 40, 0) is not None
 
 
+@pytest.mark.unit
 def test_bad_input_asks_for_the_minimum_so_the_handler_can_refuse_it():
     assert gpu.request_seconds(gpu.generate_cost, (PAIR_KEY, "x", "sd", None, 4, 0.7, 40, 0), {}) == gpu.MIN_SECONDS
     assert gpu.request_seconds(gpu.sweep_cost, (PAIR_KEY, "x", ["sd"], "K", "1, two", 4, 4, 0.7, 40, 0), {}) == gpu.MIN_SECONDS
@@ -97,6 +101,7 @@ def test_bad_input_asks_for_the_minimum_so_the_handler_can_refuse_it():
 # ----------------------------------------------------------------- no-op and GPU paths
 
 
+@pytest.mark.unit
 def test_without_zerogpu_the_decorator_returns_the_handler_itself():
     assert not gpu.ON_ZEROGPU  # no `spaces` / SPACES_ZERO_GPU here
 
@@ -128,6 +133,7 @@ def budget_seen() -> tuple[float | None, float]:
     return budget.gpu_seconds, budget.deadline - time.monotonic()
 
 
+@pytest.mark.unit
 def test_under_zerogpu_a_model_request_asks_its_duration_and_its_budget_ends_inside_it():
     stand_in = StandInGPU()
     handler = gpu.under_gpu(lambda *args: budget_seen(), gpu.generate_cost, stand_in)
@@ -141,6 +147,7 @@ def test_under_zerogpu_a_model_request_asks_its_duration_and_its_budget_ends_ins
     assert stand_in.asked == [stand_in.asked[0]] and gpu_seconds is None and left > limits.LIMITS.seconds - 1
 
 
+@pytest.mark.unit
 def test_under_zerogpu_a_streaming_handler_streams_and_every_step_sees_the_budget_bound():
     stand_in, closed = StandInGPU(), []
 
@@ -159,6 +166,7 @@ def test_under_zerogpu_a_streaming_handler_streams_and_every_step_sees_the_budge
     assert list(handler("toy", "the", "sd", 2, 3, 0.7, 40, 0)) == [None, None, None]
 
 
+@pytest.mark.unit
 def test_a_run_past_its_gpu_time_stops_with_a_message():
     with limits.gpu_call(12, started=time.monotonic() - 20):
         budget = limits.Budget()
@@ -166,6 +174,7 @@ def test_a_run_past_its_gpu_time_stops_with_a_message():
         budget.tick()
 
 
+@pytest.mark.unit
 def test_on_zerogpu_the_decorator_is_spaces_gpu_with_a_computed_duration(monkeypatch):
     stand_in = StandInGPU()
     monkeypatch.setattr(gpu, "ON_ZEROGPU", True)
@@ -175,6 +184,7 @@ def test_on_zerogpu_the_decorator_is_spaces_gpu_with_a_computed_duration(monkeyp
     assert stand_in.asked == [gpu.seconds(gpu.fidelity_cost(PAIR_KEY, "x", "sd", 1, 2, 0.7, 50, 3))]
 
 
+@pytest.mark.unit
 def test_on_zerogpu_a_failed_start_load_is_logged_and_the_app_goes_on(monkeypatch, caplog):
     monkeypatch.setattr(gpu, "ON_ZEROGPU", True)
     loaded = []
@@ -214,6 +224,7 @@ print(json.dumps({
 '''
 
 
+@pytest.mark.model
 def test_the_app_on_zerogpu_imports_spaces_first_builds_the_default_pair_and_decorates_every_model_handler(tmp_path):
     (tmp_path / "spaces").mkdir()
     (tmp_path / "spaces" / "__init__.py").write_text(STAND_IN_SPACES)
@@ -245,6 +256,7 @@ def _tensors(value, path="result") -> list[str]:
     return []
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("call", [
     lambda: list(generate.generate_stream("toy", "the cat", "spectr_gbv", 3, 4, 0.8, 12, 1)),
     lambda: list(generate.generate_stream("toy", "the cat", "ar", 3, 4, 0.8, 12, 1)),
@@ -258,6 +270,7 @@ def test_handlers_return_plain_picklable_values_without_tensors(call):
     pickle.loads(pickle.dumps(result))  # ZeroGPU pickles what its worker returns
 
 
+@pytest.mark.unit
 def test_the_explorer_works_from_the_stored_run_without_the_model(monkeypatch):
     *_, state, _slider, grid, _figure, details = list(generate.generate_stream("toy", "the", "spectr_gbv", 4, 3, 1.0, 30, 2))[-1]
     pair = inputs.get_pair("toy")

@@ -14,6 +14,8 @@ from spectr_gbv.methods.base import SubBlockTest
 from spectr_gbv.records import IterationRecord, TopToken
 from spectr_gbv.toy import decode, encode, toy_pair
 
+pytestmark = pytest.mark.unit
+
 
 class Grid(HTMLParser):
     """header: the position numbers; rows: (tr class, label, [cell dicts with class, column, text, struck])."""

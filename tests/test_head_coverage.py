@@ -7,6 +7,8 @@ import torch
 
 from spectr_gbv.training.head_coverage import coverage, mass_outside
 
+pytestmark = pytest.mark.unit
+
 
 def test_mass_outside_the_head_is_renormalised_at_each_temperature():
     in_head = torch.zeros(10, dtype=torch.bool)

@@ -8,6 +8,8 @@ import torch
 from spectr_gbv import METHODS, VerifyInput
 from spectr_gbv.probs import logits_to_probs
 
+pytestmark = pytest.mark.unit
+
 
 def good(K=2, L=3, V=4):
     tokens = torch.zeros(K, L, dtype=torch.long)

@@ -1,6 +1,6 @@
 """The lean loop (`generate(..., detail=False)`): the same tokens as the detailed loop for the
 same seed, for every method, and at most two host reads per iteration for the rules that
-decide on tensors (SD, GBV), counted on a real transformers pair; plus the tensor rules
+decide on tensors (SD, GBV, SpecTr-GBV), counted on a real transformers pair; plus the tensor rules
 against their host-side `verify` on scripted inputs, and the benchmark's fair schedule."""
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from spectr_gbv.bench.counts import HostReadCounter, OpCounter, count_loop
 from spectr_gbv.methods.base import VerifyInput
 from spectr_gbv.models.hf import load_pair
 from spectr_gbv.pairs import TOY_KEY, get_pair
-from spectr_gbv.randomness import TorchRandomness, inverse_cdf_rows
+from spectr_gbv.randomness import inverse_cdf_rows
 from tiny_models import save_tiny_llama
 
 METHOD_NAMES = ["ar", *METHODS]
+TENSOR_RULES_BY_NAME = ["sd", "gbv", "spectr_gbv"]  # the rules with a `decide`, checked against the registry below
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +29,7 @@ def tiny_pair(tmp_path_factory):
     return target, draft, tokenizer("w1 w2 w3")["input_ids"]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("method", METHOD_NAMES)
 def test_lean_and_detailed_loops_emit_the_same_tokens_on_the_toy_world(method):
     pair = get_pair(TOY_KEY)
@@ -41,6 +43,7 @@ def test_lean_and_detailed_loops_emit_the_same_tokens_on_the_toy_world(method):
         assert lean.target_calls == detailed.target_calls
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("method", ["ar", "sd", "gbv", "spectr_gbv", "as_bv_handoff"])
 def test_lean_and_detailed_loops_agree_on_a_transformers_pair(tiny_pair, method):
     target, draft, ids = tiny_pair
@@ -49,7 +52,8 @@ def test_lean_and_detailed_loops_agree_on_a_transformers_pair(tiny_pair, method)
         assert generate(target, draft, ids, detail=False, **kwargs).tokens == generate(target, draft, ids, **kwargs).tokens
 
 
-@pytest.mark.parametrize("method", ["sd", "gbv"])
+@pytest.mark.model
+@pytest.mark.parametrize("method", TENSOR_RULES_BY_NAME)
 def test_tensor_rules_read_the_host_at_most_twice_per_iteration(tiny_pair, method):
     target, draft, ids = tiny_pair
     counts = count_loop(target, draft, ids, method, 2, 4, 1.0, 32)
@@ -59,6 +63,7 @@ def test_tensor_rules_read_the_host_at_most_twice_per_iteration(tiny_pair, metho
     assert detailed.host_reads > counts.host_reads  # the records are what the lean loop leaves out
 
 
+@pytest.mark.model
 def test_plain_decoding_reads_the_host_once_per_token(tiny_pair):
     target, draft, ids = tiny_pair
     counts = count_loop(target, draft, ids, "ar", 1, 1, 1.0, 16)
@@ -66,6 +71,7 @@ def test_plain_decoding_reads_the_host_once_per_token(tiny_pair):
     assert counts.host_reads == counts.iterations, counts.reads_by_name
 
 
+@pytest.mark.unit
 def test_the_counters_see_each_kind_of_read_and_every_op():
     x = torch.arange(6.0)
     with HostReadCounter() as reads, OpCounter() as ops:
@@ -90,20 +96,51 @@ def random_input(generator: torch.Generator, K: int, L: int, V: int) -> VerifyIn
     return VerifyInput.build(tokens, draft, target)
 
 
-@pytest.mark.parametrize("method", ["sd", "gbv"])
+def with_shared_prefixes(inp: VerifyInput, generator: torch.Generator) -> VerifyInput:
+    """Drafts that repeat earlier drafts' first tokens (so the trie has shared nodes), made
+    consistent: a copied token is one its row can propose, and `build` canonicalises the rows."""
+    tokens = inp.draft_tokens.clone()
+    K, L = tokens.shape
+    for k in range(1, K):
+        shared = int(torch.randint(0, L + 1, (1,), generator=generator))
+        tokens[k, :shared] = tokens[int(torch.randint(0, k, (1,), generator=generator)), :shared]
+    draft = inp.draft_probs.clone()
+    draft[..., :] += 1e-3  # every token proposable, so a copied prefix keeps positive draft probability
+    return VerifyInput.build(tokens, draft / draft.sum(-1, keepdim=True), inp.target_probs)
+
+
+TENSOR_RULES = [name for name, spec in METHODS.items() if spec.decide is not None]
+
+
+@pytest.mark.unit
+def test_the_tensor_rules_are_sd_gbv_and_spectr_gbv():
+    assert TENSOR_RULES == TENSOR_RULES_BY_NAME
+
+
+@pytest.mark.exact
+@pytest.mark.parametrize("method", TENSOR_RULES)
 def test_each_tensor_rule_decides_as_its_verify_does_from_the_same_uniforms(method):
     spec = METHODS[method]
     make = torch.Generator().manual_seed(5)
-    stops = set()
-    for case in range(200):
-        inp = random_input(make, 1, 4, 7)
-        result = spec.verify(inp, TorchRandomness(torch.Generator().manual_seed(case)))
+    stops, winners = set(), set()
+    for case in range(300):
+        K = 1 if not spec.multi_draft else 1 + case % 4
+        inp = random_input(make, K, 4, 7)
+        if K > 1 and case % 2:
+            inp = with_shared_prefixes(inp, make)
+        rng = spec.randomness(torch.Generator().manual_seed(case), K, 4, torch.device("cpu"))
+        result = spec.verify(inp, rng)
         winner, tau, final, *block = spec.decide(inp, torch.Generator().manual_seed(case)).tolist()
-        assert (tau, [*block[:tau], final]) == (result.num_accepted, result.tokens)
+        assert (tau, [*block[:tau], final]) == (result.num_accepted, result.tokens), case
+        if tau > 0:
+            assert block[:tau] == inp.draft_tokens[result.winning_draft, :tau].tolist()
         stops.add(tau)
+        winners.add(winner)
     assert stops == set(range(5))  # every stop depth, the bonus included, was exercised
+    assert winners == ({0} if not spec.multi_draft else {0, 1, 2, 3})
 
 
+@pytest.mark.unit
 def test_a_trusted_input_equals_a_built_one_with_shared_prefixes():
     make = torch.Generator().manual_seed(0)
     V, L = 5, 3
@@ -115,12 +152,14 @@ def test_a_trusted_input_equals_a_built_one_with_shared_prefixes():
     assert torch.equal(built.draft_probs, trusted.draft_probs)
 
 
+@pytest.mark.unit
 def test_row_sampling_never_draws_past_the_last_token_even_when_the_quantile_rounds_up():
     probs = torch.tensor([[0.2, 0.8, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
     assert inverse_cdf_rows(probs, torch.tensor([1.0, 1.0])).tolist() == [1, 3]
     assert inverse_cdf_rows(probs, torch.tensor([0.1, 0.5])).tolist() == [0, 3]
 
 
+@pytest.mark.unit
 def test_the_benchmark_warms_every_run_up_and_times_plain_decoding_just_before_each_run():
     log = []
 

@@ -16,32 +16,14 @@ import components.serving.limits as limits_module
 from components.serving.limits import Budget, Limits
 from components.tabs import explorer, fidelity, generate, sweep
 from spectr_gbv import METHODS
+from helpers import last, toy_generate
 from tiny_models import save_tiny_llama
 
-
-def last(generator):
-    *_, final = generator
-    return final
-
-
-def toy_generate(method="spectr_gbv", K=3, L=4, tokens=20, prompt="the cat", pair="toy"):
-    return last(generate.generate_stream(pair, prompt, method, K, L, 0.8, tokens, 1))
+pytestmark = pytest.mark.unit
 
 
 def assert_next_request_succeeds():
     assert toy_generate()[2]["new_tokens"] == 20
-
-
-@pytest.fixture
-def limits(monkeypatch):
-    """Swap the server's limits for one test (the app and the limits module share one object)."""
-
-    def apply(**changes):
-        new = dataclasses.replace(limits_module.LIMITS, **changes)
-        monkeypatch.setattr(limits_module, "LIMITS", new)
-        return new
-
-    return apply
 
 
 def test_limits_come_from_the_environment(monkeypatch):

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from app_server import running_app
 from components.serving.visitors import FAIR
 from load_test import run_load
+
+pytestmark = pytest.mark.slow
 
 REQUESTS, QUEUE_SIZE, WALL_BOUND_S = 24, 16, 420
 

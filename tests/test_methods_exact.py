@@ -30,6 +30,8 @@ from spectr_gbv.exact import (
 )
 from spectr_gbv.methods import METHODS, spectr
 
+pytestmark = pytest.mark.exact
+
 EXACT = [name for name, spec in METHODS.items() if spec.exact]
 
 # (V, L, K, target seed, draft kind); drafts: independent Dirichlet, or a 50/50 mixture with the target.

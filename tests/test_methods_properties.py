@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from spectr_gbv.methods import METHODS, VerifyInput
 from spectr_gbv.randomness import ScriptedRandomness, TorchRandomness
 
+pytestmark = pytest.mark.exact
+
 EXACT = [name for name, spec in METHODS.items() if spec.exact]
 
 

@@ -8,15 +8,16 @@ full enumeration of every coin and draw (`spectr_gbv.exact`) on the smaller rows
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import torch
 
 from conftest import constant
-from spectr_gbv.exact import iteration_law, sequence_prob, verify_input_for
+from helpers import theory_expected_accepted
+from spectr_gbv.exact import iteration_law, verify_input_for
 from spectr_gbv.methods import METHODS, gbv, spectr
 from spectr_gbv.randomness import ScriptedRandomness
+
+pytestmark = pytest.mark.exact
 
 A, B = 0, 1
 Q2, P2 = (1 / 3, 2 / 3), (2 / 3, 1 / 3)  # the GBV paper's two-token example (q target, p draft)
@@ -122,19 +123,6 @@ GOLDEN = [  # q, p, L, K, {method: E[tau]}
     ((0.6, 0.3, 0.1), (0.3, 0.4, 0.3), 3, 1, {"sd": 1.533, "gbv": 1.704}),
     ((0.6, 0.3, 0.1), (0.3, 0.4, 0.3), 3, 2, {"rrs": 1.772004, "spectr": 1.869179, "spectr_gbv": 2.104187}),
 ]
-
-
-def theory_expected_accepted(name: str, target_fn, draft_fn, num_drafts: int, draft_length: int) -> float:
-    """sum over draft tuples of P(tuple) * E[tau | tuple], from the method's theory function."""
-    vocab = len(target_fn(()))
-    blocks = list(itertools.product(range(vocab), repeat=draft_length))
-    total = 0.0
-    for drafts in itertools.product(blocks, repeat=num_drafts):
-        weight = 1.0
-        for x in drafts:
-            weight *= sequence_prob(x, draft_fn)
-        total += weight * METHODS[name].expected_accepted(verify_input_for(drafts, target_fn, draft_fn))
-    return total
 
 
 @pytest.mark.parametrize(

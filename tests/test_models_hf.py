@@ -11,14 +11,12 @@ offline default pair loads from the installed package and generates.
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import torch
 
 from spectr_gbv import METHODS, generate
-from spectr_gbv.models.hf import HFModel, chat_prompt_ids, load_model, load_pair, truncated_draft
-from test_statistical import chi_square_p_value
+from spectr_gbv.models.hf import chat_prompt_ids, load_model, load_pair, truncated_draft
+from helpers import assert_first_two_tokens_follow_the_target_law, full_logits, greedy
 from tiny_models import save_tiny_llama
 
 ALL_METHODS = ["ar", *METHODS]
@@ -42,11 +40,7 @@ def tiny_pair(tiny_dirs):
     return target, draft
 
 
-def full_logits(model: HFModel, ids: list[int]) -> torch.Tensor:
-    with torch.inference_mode():
-        return model.model(torch.tensor([ids], device=model.device)).logits[0, :, : model.vocab_size].float()
-
-
+@pytest.mark.model
 def test_cached_scoring_and_drafting_equal_a_full_recompute(tiny_pair):
     target, _ = tiny_pair
     prompt = [3, 4, 5, 6]
@@ -82,15 +76,7 @@ def test_cached_scoring_and_drafting_equal_a_full_recompute(tiny_pair):
     assert torch.allclose(step[1], full_logits(target, context + [9])[-1], atol=1e-4)
 
 
-def greedy(model: HFModel, prompt: list[int], n: int) -> list[int]:
-    ids = list(prompt)
-    for _ in range(n):
-        ids.append(int(full_logits(model, ids)[-1].argmax()))
-        if ids[-1] == model.eos_token_id:
-            break
-    return ids[len(prompt):]
-
-
+@pytest.mark.model
 @pytest.mark.parametrize("method", ALL_METHODS)
 def test_temperature_zero_equals_greedy_target_decoding(tiny_pair, method):
     target, draft = tiny_pair
@@ -98,38 +84,25 @@ def test_temperature_zero_equals_greedy_target_decoding(tiny_pair, method):
     assert run.tokens == greedy(target, [3, 4, 5], 20)
 
 
-def assert_first_two_tokens_follow_the_target_law(target: HFModel, draft: HFModel) -> None:
-    """Chi-square of 1,200 seeded two-token SpecTr-GBV outputs against the law computed from the target."""
-    target.eos_token_id = None  # let every token id count as an outcome
-    prompt = [2, 3]
-    V = target.vocab_size
-    first = torch.softmax(full_logits(target, prompt)[-1].double(), -1)
-    law = {}
-    for a, b in itertools.product(range(V), repeat=2):
-        law[(a, b)] = (first[a] * torch.softmax(full_logits(target, prompt + [a])[-1].double(), -1)[b]).item()
-    samples = [
-        tuple(generate(target, draft, prompt, method="spectr_gbv", num_drafts=3, draft_length=2, max_new_tokens=2,
-                       seed=seed, with_theory=False).tokens)
-        for seed in range(1200)
-    ]
-    assert chi_square_p_value(samples, law) > 1e-3
-
-
+@pytest.mark.statistical
 def test_first_two_tokens_follow_the_exact_target_law(tiny_dirs):
     target, draft, _ = load_pair(str(tiny_dirs["small"]), str(tiny_dirs["small_draft"]), device="cpu")
     assert_first_two_tokens_follow_the_target_law(target, draft)
 
 
+@pytest.mark.model
 def test_mismatched_tokenizers_are_a_clear_error_naming_both(tiny_dirs):
     with pytest.raises(ValueError, match=r"tokenizers of target .*target.* and draft .*other"):
         load_pair(str(tiny_dirs["target"]), str(tiny_dirs["other_vocab"]), device="cpu")
 
 
+@pytest.mark.model
 def test_unknown_model_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="could not load model"):
         load_model(str(tmp_path / "no-such-model"), device="cpu")
 
 
+@pytest.mark.model
 def test_truncated_draft_shares_weights_and_leaves_the_target_intact(tiny_dirs):
     loaded = load_model(str(tiny_dirs["target"]), device="cpu")
     draft = truncated_draft(loaded, 1)
@@ -137,6 +110,7 @@ def test_truncated_draft_shares_weights_and_leaves_the_target_intact(tiny_dirs):
     assert draft.model.lm_head.weight is loaded.model.lm_head.weight
 
 
+@pytest.mark.model
 def test_offline_default_pair_loads_and_generates():
     target, draft, tokenizer = load_pair("default", device="cpu")
     assert target.vocab_size == draft.vocab_size == len(tokenizer) == 49152
@@ -149,6 +123,7 @@ def test_offline_default_pair_loads_and_generates():
     assert greedy_run.tokens == ar_run.tokens
 
 
+@pytest.mark.model
 def test_a_prompt_longer_than_the_context_is_a_clear_error(tiny_pair):
     target, draft = tiny_pair  # max_position_embeddings = 256
     with pytest.raises(ValueError, match="prompt too long"):

@@ -49,6 +49,7 @@ def after(page, event: str, output: str, **values):
 SETTINGS = dict(method=RELEASED, K=DEFAULT_K, L=DEFAULT_L, tokens=3, prompt=DEFAULT_PROMPT)
 
 
+@pytest.mark.unit
 def test_choosing_the_two_token_example_sets_fidelity_n_to_its_own_default(page):
     left_from_default_pair = fidelity.default_runs(DEFAULT_KEY)
     values = after(page, "change", "N", pair=TWO_TOKEN_KEY, N=left_from_default_pair, **SETTINGS)
@@ -65,6 +66,7 @@ def test_the_released_rule_leaves_the_band_on_the_two_token_example_at_fidelitys
     assert "The bias being tested: this rule's exact TV here is" in header
 
 
+@pytest.mark.statistical
 def test_the_header_says_when_the_band_is_wider_than_the_bias_being_tested():
     *_, (header, _figure, data) = fidelity.run_fidelity(TWO_TOKEN_KEY, "A", RELEASED, DEFAULT_K, DEFAULT_L, DEFAULT_T,
                                                          129, 3)
@@ -78,6 +80,7 @@ def test_the_header_says_when_the_band_is_wider_than_the_bias_being_tested():
     assert "noise band" not in exact_header
 
 
+@pytest.mark.unit
 def test_the_bias_under_test_is_the_released_rules_exact_one():
     base = fidelity.settings(1, 2, 1.0, 1, 0)
     k1 = next(row for row in lossy_rows() if row[0] == 1)  # the About table's K = 1, L = 2: 3 tokens
@@ -86,6 +89,7 @@ def test_the_bias_under_test_is_the_released_rules_exact_one():
     assert fidelity.known_bias(TOY_KEY, RELEASED, base, 3) is None
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("pair, prompt, expected", [
     (TWO_TOKEN_KEY, DEFAULT_PROMPT, "A"),  # a prompt the pair cannot read: its own example
     (TOY_KEY, DEFAULT_PROMPT, "the cat"),

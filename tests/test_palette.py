@@ -16,6 +16,8 @@ from components.wiring.runs import point_stats
 from components.render.text import side_by_side_html
 from spectr_gbv import METHODS
 
+pytestmark = pytest.mark.unit
+
 # Machado, Oliveira and Fernandes (2009), deuteranopia at severity 1, on linear RGB.
 DEUTERANOPIA = ((0.367322, 0.860646, -0.227968), (0.280085, 0.672501, 0.047413), (-0.011820, 0.042940, 0.968881))
 

@@ -10,6 +10,8 @@ import pytest
 from spectr_gbv.bench import paper
 from spectr_gbv.training.distill import HELD_OUT_TEXTS, ROUNDS, SEQUENCES, make_prompts
 
+pytestmark = pytest.mark.unit
+
 
 def test_prompt_suite_has_five_families_of_two_dozen_unseen_prompts():
     suite = json.loads(paper.SUITE.read_text())

@@ -18,8 +18,10 @@ import httpx
 import pytest
 
 from app_server import app_process
+from helpers import assert_clear
 from raw_api import call, join, run
-from test_api_bad_input import assert_clear
+
+pytestmark = pytest.mark.slow
 
 PUBLIC = {"generate", "compare", "sweep", "fidelity"}
 JUNK = {  # each makes the arguments of an event taking n inputs

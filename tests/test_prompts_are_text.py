@@ -14,6 +14,8 @@ import pytest
 
 from spectr_gbv.models.hf import chat_prompt_ids
 
+pytestmark = pytest.mark.model
+
 
 @pytest.fixture(scope="module")
 def tokenizer():

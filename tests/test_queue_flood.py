@@ -28,6 +28,8 @@ from app_server import free_port
 from components.serving import visitors
 from raw_api import call
 
+pytestmark = pytest.mark.slow
+
 FLOOD_S = 8
 OTHERS = 18
 TOY = ["toy", "the cat", "spectr_gbv", 2, 3, 0.8, 10, 0]

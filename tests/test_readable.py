@@ -8,12 +8,15 @@ no float noise; the ceiling line is named as an expectation, away from the bars.
 from __future__ import annotations
 
 import gradio as gr
+import pytest
 
 from components.render.band_figures import efficiency_band_figure
 from components.wiring.outputs import NamedOutputs, rounded
 from components.wiring.runs import point_stats
 from components.render.text import output_token_html, visible_token
 from components.render import figures
+
+pytestmark = pytest.mark.unit
 
 
 def test_whitespace_tokens_show_as_glyphs():

@@ -16,15 +16,14 @@ import pytest
 import app
 from components.tabs import compare, fidelity, generate, sweep
 from components.tabs.about import about_markdown
-from components.wiring.inputs import compare_choices, default_compare, method_choices
+from components.wiring.inputs import DEFAULT_METHOD, compare_choices, default_compare, method_choices
 from components.render.palette import line_style, method_colour, method_symbol
 from components.render.residuals import final_token_rule
+from helpers import last
 from spectr_gbv import METHODS
 from spectr_gbv.methods import LOSSY_RED
 
-
-def last(steps):
-    return list(steps)[-1]
+pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize("name", list(METHODS))
@@ -38,6 +37,12 @@ def test_every_entry_sets_how_every_view_shows_it(name):
     assert spec.label in app.heading()
     assert spec.exact_counterpart is None or METHODS[spec.exact_counterpart].exact
     assert spec.compare_by_default == (name in default_compare())
+
+
+def test_exactly_one_method_is_the_app_default_and_the_page_opens_on_it():
+    defaults = [name for name, spec in METHODS.items() if spec.app_default]
+    assert len(defaults) == 1 and defaults == [DEFAULT_METHOD]
+    assert METHODS[DEFAULT_METHOD].exact and METHODS[DEFAULT_METHOD].compare_by_default
 
 
 def test_about_names_the_lossy_rule_and_its_exact_counterpart():
@@ -85,3 +90,19 @@ def test_a_method_added_by_one_registry_entry_reaches_every_view(twin):
     assert [(r["method"], r["value"]) for r in swept.data["rows"]] == [("gbv_twin", 1), ("gbv_twin", 2)]
     checked = last(fidelity.run_fidelity("two-token", "A", "gbv_twin", 1, 2, 1.0, 20, 2))
     assert checked.data["runs"] == 20
+
+
+def test_a_pairs_kind_is_its_one_entry_and_the_app_reads_it():
+    """The teaching pairs are the ones whose entry says so: their vocabulary is their words', and the
+    serving line, GPU request and timing follow the kind, never a pair's name."""
+    from components.serving import gpu, visitors
+    from components.wiring import cost
+    from spectr_gbv.pairs import PAIRS, TEACHING, get_pair, is_teaching
+
+    teaching = [key for key, info in PAIRS.items() if info.kind == TEACHING]
+    assert teaching and all(PAIRS[key].vocabulary == len(get_pair(key).words) for key in teaching)
+    for key, info in PAIRS.items():
+        assert is_teaching(key) == is_teaching(info.label) == info.teaching
+        assert cost.is_timed(key) == (not info.teaching)
+        assert (visitors.line_for(key) is visitors.LINES["teaching"]) == info.teaching
+        assert (gpu.generate_cost(key, "the cat", "gbv", 2, 4, 0.7, 8, 0) is None) == info.teaching

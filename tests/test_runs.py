@@ -20,7 +20,8 @@ from components.wiring import caps
 from components.wiring.runs import Stop, header_html, header_line, ignored_settings, mean_band
 from components.tabs import generate
 from components.wiring import inputs
-from test_limits_and_faults import last, limits  # noqa: F401
+
+pytestmark = pytest.mark.unit
 
 
 def test_the_header_names_what_made_the_output_and_where_it_stopped():

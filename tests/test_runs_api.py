@@ -24,7 +24,8 @@ from app_server import running_app
 from components.wiring import caps, cost
 from components.wiring import inputs, settings
 from components.serving.limits import fewest_iterations
-from test_limits_and_faults import limits  # noqa: F401  (the fixture: the server's limits swapped for a test)
+
+pytestmark = pytest.mark.api
 
 REFUSED = re.compile(r"not started|must be in|SPECTR_GBV_MAX_SWEEP_RUNS|at most \d+ sweep values|K x L")
 

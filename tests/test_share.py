@@ -10,6 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 from components.wiring.share import KEYS, TABS, link_query, note_markdown, read_link
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_good_link_sets_every_value():
     values, problems = read_link({"pair": "toy", "prompt": "the cat", "method": "sd", "K": "3", "L": "5",

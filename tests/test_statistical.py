@@ -10,13 +10,11 @@ released rule, run the same way on the GBV paper's example, must be rejected.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 
-import numpy as np
 import pytest
-from scipy.stats import chisquare
 
 from conftest import constant, dirichlet_model, mixture
+from helpers import chi_square_p_value
 from spectr_gbv import METHODS, generate
 from spectr_gbv.exact import sequence_prob
 from spectr_gbv.models import FunctionModel
@@ -25,24 +23,6 @@ pytestmark = pytest.mark.statistical
 
 ALPHA = 1e-3
 RUNS = 1500
-
-
-def chi_square_p_value(samples: list[tuple[int, ...]], law: dict[tuple[int, ...], float]) -> float:
-    counts = Counter(samples)
-    observed, expected = [], []
-    pooled_observed, pooled_expected = 0, 0.0
-    for outcome, prob in law.items():
-        if prob * len(samples) < 5:
-            pooled_observed += counts.get(outcome, 0)
-            pooled_expected += prob * len(samples)
-        else:
-            observed.append(counts.get(outcome, 0))
-            expected.append(prob * len(samples))
-    if pooled_expected > 0:
-        observed.append(pooled_observed)
-        expected.append(pooled_expected)
-    expected_arr = np.array(expected)
-    return chisquare(observed, expected_arr * (sum(observed) / expected_arr.sum())).pvalue
 
 
 def first_tokens(target, draft, method: str, n: int, num_drafts: int, draft_length: int) -> list[tuple[int, ...]]:

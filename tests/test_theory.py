@@ -55,6 +55,7 @@ def test_simulation_would_notice_a_wrong_formula():
     assert stats.chisquare(np.bincount(tau, minlength=5), wrong).pvalue < 1e-6
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("alpha", [0.0, 0.1, 0.5, 0.77, 0.99, 1.0])
 @pytest.mark.parametrize("draft_length", [1, 2, 5, 16])
 def test_one_draft_is_the_closed_form(alpha, draft_length):
@@ -62,6 +63,7 @@ def test_one_draft_is_the_closed_form(alpha, draft_length):
     assert sum(accepted_length_pmf(alpha, 1, draft_length)) == pytest.approx(1.0)
 
 
+@pytest.mark.unit
 def test_limits_and_monotonicity():
     assert theory.expected_tokens(0.0, 5, 7) == 1.0  # nothing accepted: the target's own token
     assert theory.expected_tokens(1.0, 3, 7) == 8.0  # everything accepted: L + 1
@@ -69,6 +71,7 @@ def test_limits_and_monotonicity():
     assert values == sorted(values) and values[0] < values[-1] < 5
 
 
+@pytest.mark.unit
 def test_speedup_costs_drafts_batched_or_one_after_another():
     tokens = theory.expected_tokens(0.7, 3, 4)
     assert theory.speedup(0.7, 3, 4, 0.1, batched=True) == pytest.approx(tokens / (1 + 4 * 0.1))
@@ -76,6 +79,7 @@ def test_speedup_costs_drafts_batched_or_one_after_another():
     assert theory.speedup(0.7, 3, 4, 0.0) == pytest.approx(tokens)  # free drafts: speedup = tokens per call
 
 
+@pytest.mark.unit
 def test_each_extra_scored_position_costs_g_steps():
     # the target call scores K L drafted positions besides the next one: 1 + g K L steps
     tokens = theory.expected_tokens(0.5, 2, 4)
@@ -86,6 +90,7 @@ def test_each_extra_scored_position_costs_g_steps():
     assert best == sorted(best, reverse=True) and best[0] > best[-1]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("call", [
     lambda: theory.expected_tokens(1.5, 1, 4), lambda: theory.expected_tokens(float("nan"), 1, 4),
     lambda: theory.expected_tokens("0.5", 1, 4), lambda: theory.expected_tokens(0.5, 0, 4),

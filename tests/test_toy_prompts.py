@@ -7,6 +7,8 @@ import pytest
 from spectr_gbv.pairs import get_pair
 from spectr_gbv.toy import WORDS, encode
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("text, words", [
     ("the cat", ["the", "cat"]),

@@ -21,6 +21,8 @@ from spectr_gbv.exact import enumerate_outcomes, iteration_law, verify_input_for
 from spectr_gbv.methods import METHODS, traversal
 from spectr_gbv.randomness import ScriptedRandomness
 
+pytestmark = pytest.mark.exact
+
 Q2, P2 = (1 / 3, 2 / 3), (2 / 3, 1 / 3)
 A, B = 0, 1
 

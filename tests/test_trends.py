@@ -20,6 +20,8 @@ from spectr_gbv.config import DecodeConfig
 from spectr_gbv.coupled import coupled_run
 from spectr_gbv.pairs import get_pair
 
+pytestmark = pytest.mark.unit
+
 
 def t_interval(d):
     return stats.t.interval(0.95, len(d) - 1, loc=sum(d) / len(d), scale=stats.sem(d))

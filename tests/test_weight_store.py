@@ -1,10 +1,13 @@
 """The drafts' weight storage: float16 or int8 rows, read back by the loaders that ship them."""
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spectr_gbv.models import weight_store
+
+pytestmark = pytest.mark.unit
 
 
 @settings(max_examples=25, deadline=None)

@@ -21,6 +21,8 @@ from components.wiring import inputs, settings
 from spectr_gbv import theory
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET
 
+pytestmark = pytest.mark.unit
+
 TERMS = ["tau", "h", "E[tau | drafts]", "Block efficiency", "Mean acceptance length", "TV", "Residual", "Correction",
          "Bonus", "RRS", "K-SEQ", "rho", "Coupled run", "lossy"]
 
@@ -112,7 +114,6 @@ def shown_by_try_it(step: int, plan) -> tuple[list[float], dict]:
     if plan.tab == "fidelity":  # the header and the data of the run it presses
         *_, (header, _figure, data) = fidelity.run_fidelity(v["pair"], v["prompt"], v["method"], v["K"], v["L"], v["T"],
                                                              v["N"], v["first tokens"])
-        assert data["within_noise"] is False  # the text: the released rule's bars leave the noise band
         numbers = [float(x) for x in re.findall(r"\d+\.\d+", header)]
         return numbers + [data["total_variation"]], {"K": v["K"], "L": v["L"], "first": v["first tokens"]}
     # Generate or the explorer: the first iteration's cells (p, q, q/p, h) and chart (q, p, the drawn-from law)

@@ -34,13 +34,6 @@ def second_visitor(stop) -> None:
         generate(pair.target, None, ids, method="ar", temperature=0.7, max_new_tokens=40, seed=0)
 
 
-def last(stream):
-    out = None
-    for out in stream:
-        pass
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default="default")
@@ -49,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     from components.tabs import compare, fidelity, generate, sweep
-    from test_defaults import page_defaults
+    from helpers import last, page_defaults
 
     d = page_defaults(args.pair, args.prompt)
     settings = (d["K"], d["L"], d["T"], d["tokens"], d["seed"])

@@ -82,7 +82,7 @@ def sweep_band_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Fig
     """Mean block efficiency (band shaded, theory dotted) and speedup against the swept value, per method.
 
     A speedup point is the median of its point's timed runs, each against the AR runs just before
-    and after it, with their range (`components.wiring.runs.Speedup`, as in Compare); a point timed
+    and after it, with their range (`components.render.speedup_figure.Speedup`, as in Compare); a point timed
     once is left out, and the chart says to raise Repeats when no point is left."""
     axis = rows[0]["axis"] if rows else "K"
     repeats = max((r["repeats"] for r in rows), default=1)

@@ -25,11 +25,11 @@ import html
 from dataclasses import dataclass
 from typing import Callable
 
+from spectr_gbv.methods import METHODS
 from spectr_gbv.methods.base import SubBlockTest
 from spectr_gbv.records import IterationRecord
 
 from .palette import KINDS, UNREACHED, KindStyle
-from .handoff_story import METHOD as HANDOFF
 from .handoff_story import handoff_story
 from .residuals import final_token_rule
 from .text import legend_html, visible_token
@@ -117,7 +117,8 @@ def _final_detail(it: IterationRecord, method: str, text: str, replaced: tuple[s
                   token_text: Callable[[list[int]], list[str]] | None = None, cut: str | None = None) -> str:
     top = next((t for t in it.final_top if t.token == it.final_token), None)
     # Plain words first (what this iteration did), the symbols after ("drawn from").
-    story = handoff_story(it, token_text) if method == HANDOFF and token_text is not None else None
+    spec = METHODS.get(method)
+    story = handoff_story(it, token_text) if spec is not None and spec.shows_handoff and token_text is not None else None
     rows = [("what happened", story)] if story else []
     rows += [("position", f"{final_column(it)} (τ + 1, τ = {it.num_accepted})")]
     if top is not None:

@@ -19,8 +19,6 @@ from spectr_gbv.records import IterationRecord
 
 from .text import visible_token
 
-METHOD = "as_bv_handoff"
-
 
 @dataclass(frozen=True)
 class Handoff:

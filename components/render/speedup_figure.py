@@ -1,7 +1,7 @@
 """The wall-clock chart: speedup against AR, measured in the same request on this server (Plotly, pure).
 
 Compare and Sweep time every method against the AR runs just before and after it
-(`components.wiring.runs.Speedup`): a bar is the median of a method's timed runs, its range the
+(`Speedup`, made by `components.wiring.runs.speedup_of`): a bar is the median of a method's timed runs, its range the
 error bar; a method timed once is left out (one run is noise), and a bar whose AR runs before
 and after disagreed is cross-hatched and says so on its tick. With `phases` (method -> ms per
 emitted token in each phase, "ar" included) a second panel, under the first on the same method
@@ -10,6 +10,7 @@ axis, says why: where the time goes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping
 
 import plotly.graph_objects as go
@@ -18,9 +19,33 @@ from spectr_gbv import AUTOREGRESSIVE
 from .chart_layout import (LAYOUT, TITLE, figure, legend_name, method_axis, method_label, note_figure, subtitle_lines,
                            top_margin)
 from .palette import PHASE_COLOURS, bar_marker, line_style
-from ..wiring.runs import NOISY_AR_SPREAD, Speedup
 
 AR_LINE = dict(line_dash="dash", line_color="#444444")  # speedup 1: AR's own pace
+
+
+NOISY_AR_SPREAD = 0.2  # AR's tokens/s before and after a method differing by more: the machine's load changed
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """One method's wall-clock speedup over AR from its timed runs, each against the AR runs just before and after it.
+
+    `median` and its range (`low`, `high`) over the method's runs (its seeds); `ar_spread` is how
+    much the AR runs around them disagree (|before - after| / their mean), None with one AR run."""
+
+    median: float
+    low: float
+    high: float
+    runs: int
+    ar_spread: float | None
+
+    @property
+    def noisy(self) -> bool:
+        return self.ar_spread is not None and self.ar_spread > NOISY_AR_SPREAD
+
+    def summary(self) -> dict:
+        return {"median": self.median, "low": self.low, "high": self.high, "runs": self.runs,
+                "ar_spread": self.ar_spread, "noisy": self.noisy}
 
 
 def as_speedups(speedups: Mapping[str, "Speedup | float"]) -> dict[str, Speedup]:

@@ -40,9 +40,10 @@ except ImportError:
     spaces = None
 
 from spectr_gbv import AUTOREGRESSIVE
-from spectr_gbv.pairs import PAIRS, TOY_KEY, TWO_TOKEN_KEY
+from spectr_gbv.pairs import PAIRS, is_teaching, pair_key_of
 
 from .limits import LIMITS, _env_int, gpu_call
+from .steps import each_step
 
 LOG = logging.getLogger("spectr_gbv.gpu")
 # The variable `spaces` itself reads to know it is on ZeroGPU; with `spaces` installed but
@@ -94,9 +95,8 @@ def seconds(runs: Iterable[Run]) -> int:
 
 
 def _needs_model(pair_key) -> bool:
-    by_label = {info.label: key for key, info in PAIRS.items()}
-    key = by_label.get(pair_key, pair_key)
-    if not isinstance(key, str) or key in (TOY_KEY, TWO_TOKEN_KEY):
+    key = pair_key_of(pair_key)
+    if not isinstance(key, str) or is_teaching(key):
         return False
     return key in PAIRS or "," in key  # a curated pair, or an operator's "TARGET, DRAFT"
 
@@ -180,19 +180,8 @@ def under_gpu(fn: Callable, cost: Callable, gpu_decorator: Callable) -> Callable
         @functools.wraps(fn)
         def in_worker(*args, **kwargs):
             asked, started = duration(*args, **kwargs), time.monotonic()
-            steps = fn(*args, **kwargs)
-            try:
-                while True:
-                    # Each step under the call's deadline: Gradio may run the steps of one
-                    # generator in different threads, and a Budget may be made in any step.
-                    with gpu_call(asked, started):
-                        try:
-                            item = next(steps)
-                        except StopIteration:
-                            return
-                    yield item
-            finally:
-                steps.close()
+            # Each step under the call's deadline: a Budget may be made in any step.
+            yield from each_step(fn(*args, **kwargs), lambda: gpu_call(asked, started))
 
         on_the_gpu = gpu_decorator(duration=duration)(in_worker)
 

@@ -30,6 +30,7 @@ lines (`gradio_workers`), so requests start at once and wait here, where the rul
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -40,10 +41,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from spectr_gbv.pairs import PAIRS, TOY_KEY, TWO_TOKEN_KEY
+from spectr_gbv.pairs import PAIRS, is_teaching, pair_key_of
 
 from . import limits
 from .limits import ClientGone, _env_int, watching_client
+from .steps import each_step
 
 LOG = logging.getLogger("spectr_gbv.visitors")
 POLL_S = 0.25  # how often a waiting request looks at its visitor and the slots
@@ -252,8 +254,8 @@ def line_for(pair_key) -> Line | None:
     """The line a request on `pair_key` waits in; None for a key no pair has (refused at once by the handler)."""
     if not isinstance(pair_key, str):
         return None
-    key = {info.label: k for k, info in PAIRS.items()}.get(pair_key, pair_key)
-    if key in (TOY_KEY, TWO_TOKEN_KEY):
+    key = pair_key_of(pair_key)
+    if is_teaching(key):
         return LINES["teaching"]
     if key in PAIRS or (limits.LIMITS.allow_any_model and "," in key):
         return LINES["model"]
@@ -287,21 +289,21 @@ def served(translate: Callable[[BaseException, str], BaseException]) -> Callable
                 steps = fn(*args, **kwargs)
                 if ticket is not None:
                     ticket.steps = steps
-                try:
-                    while ticket is None or not ticket.done:
+
+                @contextlib.contextmanager
+                def executing():  # a step: the ticket is executing and its visitor watched
+                    if ticket is not None:
+                        ticket.executing = True
+                    try:
+                        with watching_client(alive):
+                            yield
+                    finally:
                         if ticket is not None:
-                            ticket.executing = True
-                        try:
-                            with watching_client(alive):  # per step: Gradio may run each step in another thread
-                                item = next(steps)
-                        except StopIteration:
-                            return
-                        finally:
-                            if ticket is not None:
-                                ticket.executing = False
-                        yield item
+                            ticket.executing = False
+
+                try:
+                    yield from each_step(steps, executing, stop=lambda: ticket is not None and ticket.done)
                 finally:
-                    steps.close()
                     if ticket is not None:
                         line.leave(ticket)
 

@@ -5,6 +5,8 @@ and random draws for every verifier) when Coupled is ticked (components.tabs.com
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import gradio as gr
 
 from spectr_gbv import METHODS
@@ -52,7 +54,7 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     methods, coupled = run_order(check_methods(methods)), check_flag("coupled", coupled)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
     repeats = number("repeats", repeats, 1, MAX_REPEATS)
-    timed = not pair.words  # the teaching pairs are lookup tables: their timings mean nothing
+    timed = not pair.info.teaching  # the teaching pairs are lookup tables: their timings mean nothing
     seeds = [base.seed + r for r in range(repeats)]
     view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed)
     check_runs_fit(pair, view.plan(), base.max_new_tokens, f"{view.planned()} runs of {base.max_new_tokens} tokens")
@@ -72,6 +74,14 @@ def default_repeats(pair_key, num_methods: int | None = None) -> int:
 def repeats_for_pair(pair_key, methods) -> int:
     """The repeats box when the pair changes (the page's pair and ticked methods, checked: the event takes them raw)."""
     return default_repeats(check_pair_key(pair_key), len(check_methods(methods, at_least_one=False)))
+
+
+@dataclass
+class CompareTab:
+    button: gr.Button
+    coupled: gr.Checkbox
+    repeats: gr.Number
+    outputs: dict[str, gr.components.Component]  # by the names compare's Compared outputs carry
 
 
 def build(page) -> None:
@@ -97,17 +107,17 @@ def build(page) -> None:
             theory = gr.Plot(label="Theory against measured", elem_id="compare-theory", **chart)
         how_to_read("compare")
         data = gr.JSON(label="Compare data")
-    page.tab_handles["compare"] = dict(button=button, coupled=coupled, repeats=repeats, outputs=dict(
+    page.tab_handles.compare = CompareTab(button, coupled, repeats, outputs=dict(
         texts=texts, efficiency=efficiency, histogram=histogram, per_position=per_position, calls=calls,
         speedup=speedup, theory=theory, data=data))
 
 
 def wire_events(page) -> None:
-    tab = page.tab_handles["compare"]
+    tab = page.tab_handles.compare
     s = page.sidebar
-    private.on(s.pair.change, repeats_for_pair, [s.pair, s.methods], tab["repeats"], queue=False, show_progress="hidden")
+    private.on(s.pair.change, repeats_for_pair, [s.pair, s.methods], tab.repeats, queue=False, show_progress="hidden")
     charts = ("efficiency", "histogram", "per_position", "calls", "speedup", "theory", "data")
-    run_events(tab["button"].click, tab["button"], compare,
-               [s.pair, page.prompt, s.methods, *page.settings_inputs, tab["coupled"], tab["repeats"]],
-               tab["outputs"], message="texts", clear=charts, api_name="compare", concurrency_id="models",
+    run_events(tab.button.click, tab.button, compare,
+               [s.pair, page.prompt, s.methods, *page.settings_inputs, tab.coupled, tab.repeats],
+               tab.outputs, message="texts", clear=charts, api_name="compare", concurrency_id="models",
                preprocess=False)

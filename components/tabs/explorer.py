@@ -196,19 +196,19 @@ def build(page) -> None:
                                  show_label=False)  # its title names it; the label sat over the title
         how_to_read("explorer")
         details = gr.JSON(label="This iteration's acceptance tests")
-    page.tab_handles["explorer"] = ExplorerTab(iteration, grid, figure, details, previous_button, play_button, next_button,
+    page.tab_handles.explorer = ExplorerTab(iteration, grid, figure, details, previous_button, play_button, next_button,
                                          playing, timer)
 
 
 def wire_events(page) -> None:
-    tab: ExplorerTab = page.tab_handles["explorer"]
+    tab: ExplorerTab = page.tab_handles.explorer
     state, panels = page.run_state, tab.panels()
     stepped = {"iteration": tab.iteration, **panels}
     played = {"iteration": tab.iteration, "playing": tab.playing, "timer": tab.timer, "play_button": tab.play_button,
               **panels}
     # change, not release: typing a number, the arrow keys and a programmatic step all redraw the grid.
     private.on(tab.iteration.change, show_iteration, [state, tab.iteration], panels, trigger_mode="always_last")
-    private.on(page.tab_handles["generate"].output.select, open_iteration, [state],
+    private.on(page.tab_handles.generate.output.select, open_iteration, [state],
                {"tabs": page.tabs, "iteration": tab.iteration, **panels})
     toggled = {"playing": tab.playing, "timer": tab.timer, "play_button": tab.play_button, "iteration": tab.iteration}
     private.on(tab.play_button.click, toggle_play, [state, tab.iteration, tab.playing], toggled)

@@ -56,8 +56,8 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
     pair, prompt_ids = prepare(pair_key, prompt, progress)
     method = check_method(method)
     base = settings(num_drafts, draft_length, temperature, 1, 0)
-    most = limits.LIMITS.fidelity_runs if pair.words else limits.LIMITS.fidelity_runs_llm
-    variable = "SPECTR_GBV_MAX_FIDELITY_RUNS" + ("" if pair.words else "_LLM")
+    most = limits.LIMITS.fidelity_runs if pair.info.teaching else limits.LIMITS.fidelity_runs_llm
+    variable = "SPECTR_GBV_MAX_FIDELITY_RUNS" + ("" if pair.info.teaching else "_LLM")
     runs = number(f"number of runs N (this server's limit for this pair: {variable})", num_runs, 10, most)
     tokens = number("tokens per run", num_tokens, 1, caps.FIDELITY_MAX_TOKENS)
     check_fidelity_fits(pair.info.key, method, base, runs, tokens)
@@ -188,6 +188,14 @@ def runs_for_pair(pair_key, method, draft_length, num_tokens, num_drafts):
                      info=caps.fidelity_runs_info(most))
 
 
+@dataclass
+class FidelityTab:
+    num_runs: gr.Slider
+    num_tokens: gr.Slider
+    button: gr.Button
+    outputs: dict[str, gr.components.Component]  # by the names run_fidelity's outputs carry
+
+
 def build(page, default_pair: str) -> None:
     with gr.Tab("Fidelity", id="fidelity"):
         gr.Markdown("Runs the chosen method N times from the same prompt (seeds 0..N-1) and compares the law of "
@@ -205,16 +213,16 @@ def build(page, default_pair: str) -> None:
                          show_label=False)  # its title names it; the label sat over the title
         how_to_read("fidelity")
         data = gr.JSON(label="Fidelity data")
-    page.tab_handles["fidelity"] = dict(num_runs=num_runs, num_tokens=num_tokens, button=button,
-                                  outputs=dict(header=header, figure=figure, data=data))
+    page.tab_handles.fidelity = FidelityTab(num_runs, num_tokens, button, outputs=dict(header=header, figure=figure,
+                                                                                         data=data))
 
 
 def wire_events(page) -> None:
-    tab, s = page.tab_handles["fidelity"], page.sidebar
-    private.on(s.pair.change, runs_for_pair, [s.pair, s.method, s.draft_length, tab["num_tokens"], s.num_drafts],
-               tab["num_runs"], queue=False, show_progress="hidden")
-    run_events(tab["button"].click, tab["button"], run_fidelity,
-               [s.pair, page.prompt, s.method, s.num_drafts, s.draft_length, s.temperature, tab["num_runs"],
-                tab["num_tokens"]],
-               tab["outputs"], message="header", clear=("figure", "data"), api_name="fidelity",
+    tab, s = page.tab_handles.fidelity, page.sidebar
+    private.on(s.pair.change, runs_for_pair, [s.pair, s.method, s.draft_length, tab.num_tokens, s.num_drafts],
+               tab.num_runs, queue=False, show_progress="hidden")
+    run_events(tab.button.click, tab.button, run_fidelity,
+               [s.pair, page.prompt, s.method, s.num_drafts, s.draft_length, s.temperature, tab.num_runs,
+                tab.num_tokens],
+               tab.outputs, message="header", clear=("figure", "data"), api_name="fidelity",
                concurrency_id="models", preprocess=False)

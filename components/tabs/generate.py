@@ -11,13 +11,13 @@ import gradio as gr
 
 from spectr_gbv.engine import decode_iterations, run_record
 from spectr_gbv.models import server_note
+from spectr_gbv.pairs import is_teaching
 
 from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
 from . import explorer
 from ..wiring import private
 from ..wiring.budget_stops import budget_stop
-from ..wiring.caps import is_teaching_pair
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.explorer_js import OUTPUT_JS
 from ..wiring.inputs import DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, EXAMPLES, draft_for, prepare
@@ -77,7 +77,7 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
     heading = {"pair_key": pair.info.key, "methods": [method], "num_drafts": base.num_drafts,
                "draft_length": base.draft_length, "temperature": base.temperature, "seed": base.seed}
     iterations, produced, budget, texts, stop = [], 0, Budget(), {}, None
-    timed = not pair.words  # the teaching pairs are lookup tables: their timings mean nothing
+    timed = not pair.info.teaching  # the teaching pairs are lookup tables: their timings mean nothing
     progress(0, desc="decoding")
     try:
         for it in decode_iterations(pair.target, draft_for(pair, method), prompt_ids, config):
@@ -136,7 +136,7 @@ def fill_explorer_on_stop(state) -> Refilled:
     if not state:
         return Refilled(gr.skip(), gr.skip(), *explorer.shown(state, 1))
     stop = Stop(len(state.record.tokens), state.total, "tokens", "you pressed Stop")
-    timed = not is_teaching_pair(state.pair)
+    timed = not is_teaching(state.pair)
     return Refilled(header_line(**state.heading, stop=stop) + metrics_line(state.record, timed), *explorer.start(state))
 
 
@@ -170,12 +170,12 @@ def build(page) -> None:
         # preprocessed by Gradio, which answers junk with a traceback (components.wiring.private).
         examples = gr.Dataset(components=[page.sidebar.pair, page.prompt], samples=EXAMPLES,
                               label="Examples (run with the sidebar's settings)")
-    page.tab_handles["generate"] = GenerateTab(button, stop_button, output, line, data, examples, plan)
+    page.tab_handles.generate = GenerateTab(button, stop_button, output, line, data, examples, plan)
 
 
 def wire_events(page) -> None:
-    tab: GenerateTab = page.tab_handles["generate"]
-    view: explorer.ExplorerTab = page.tab_handles["explorer"]
+    tab: GenerateTab = page.tab_handles.generate
+    view: explorer.ExplorerTab = page.tab_handles.explorer
     s = page.sidebar
     inputs = [s.pair, page.prompt, s.method, *page.settings_inputs]
     outputs = {"output": tab.output, "metrics_line": tab.metrics_line, "data": tab.data, "state": page.run_state,

@@ -123,7 +123,7 @@ def build(page) -> None:
                            api_visibility="private", queue=False)
                 forward.click(lambda s=step: gr.Walkthrough(selected=s + 1 if s < last else 1), None, walkthrough,
                               api_visibility="private", queue=False)
-    page.tab_handles["lesson"] = LessonTab(walkthrough, buttons)
+    page.tab_handles.lesson = LessonTab(walkthrough, buttons)
 
 
 def wire_events(page) -> None:
@@ -133,7 +133,7 @@ def wire_events(page) -> None:
     what that view's own button starts, with its progress, Stop and queue."""
     controls = lesson_try.controls(page)
     quick = dict(api_visibility="private", queue=False)
-    for step, button in page.tab_handles["lesson"].try_buttons.items():
+    for step, button in page.tab_handles.lesson.try_buttons.items():
         plan = lesson_try.try_its()[step]
         targets = [controls[name] for name in plan.values]
         if plan.press:

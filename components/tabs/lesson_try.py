@@ -134,7 +134,7 @@ def updates(plan: TryIt) -> list:
 def controls(page) -> dict:
     """Control name -> component: the sidebar's and the prompt (page.controls), Fidelity's N and first
     tokens, the Playground's alpha, K and L."""
-    playground, fidelity_tab = page.tab_handles["playground"], page.tab_handles["fidelity"]
-    return {**page.controls, "tokens": page.sidebar.max_new_tokens, "N": fidelity_tab["num_runs"],
-            "first tokens": fidelity_tab["num_tokens"], "alpha": playground.alpha,
+    playground, fidelity_tab = page.tab_handles.playground, page.tab_handles.fidelity
+    return {**page.controls, "tokens": page.sidebar.max_new_tokens, "N": fidelity_tab.num_runs,
+            "first tokens": fidelity_tab.num_tokens, "alpha": playground.alpha,
             "playground K": playground.num_drafts, "playground L": playground.draft_length}

@@ -155,12 +155,12 @@ def build(page) -> None:
         plot = gr.Plot(first_figure, label="Theory playground", show_label=False, elem_id="playground-plot")
         gr.Markdown(HOW_TO_READ, elem_classes=["how-to-read"])
         gr.Markdown(ASSUMPTION, elem_classes=["how-to-read"])
-    page.tab_handles["playground"] = PlaygroundTab(tab, alpha, num_drafts, draft_length, cost_ratio, drafting, line, plot,
+    page.tab_handles.playground = PlaygroundTab(tab, alpha, num_drafts, draft_length, cost_ratio, drafting, line, plot,
                                              position_cost, measured, measured_note)
 
 
 def wire_events(page) -> None:
-    view: PlaygroundTab = page.tab_handles["playground"]
+    view: PlaygroundTab = page.tab_handles.playground
     inputs = [view.alpha, view.num_drafts, view.draft_length, view.cost_ratio, view.drafting, view.position_cost]
     any_change = functools.partial(gr.on, [c.change for c in inputs])
     private.on(any_change, update, inputs, [view.summary, view.plot], show_progress="hidden", queue=False)

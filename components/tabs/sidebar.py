@@ -48,6 +48,6 @@ def wire_events(page) -> None:
                           api_visibility="private", queue=False)
     # A pair the user picks gets a prompt it can read (a shared link or a lesson step sets both itself).
     private.on(s.pair.input, prompt_for_pair, [s.pair, page.prompt], page.prompt, queue=False, show_progress="hidden")
-    sweep, fidelity = page.tab_handles["sweep"], page.tab_handles["fidelity"]
-    caps.cap_controls(s.pair, s.method, s.num_drafts, s.draft_length, s.methods, sweep["values"],
-                      fidelity["num_runs"], fidelity["num_tokens"])
+    sweep, fidelity = page.tab_handles.sweep, page.tab_handles.fidelity
+    caps.cap_controls(s.pair, s.method, s.num_drafts, s.draft_length, s.methods, sweep.values,
+                      fidelity.num_runs, fidelity.num_tokens)

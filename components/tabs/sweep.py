@@ -74,7 +74,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
             settings(value if axis == "K" else num_drafts, value if axis == "L" else draft_length, temperature,
                      max_new_tokens, seed)
     lengths = swept if axis == "L" else [base.draft_length] * len(swept)
-    interleave = not pair.words and repeats > 1  # AR around every method's runs (cost.sweep_interleaves_ar)
+    interleave = not pair.info.teaching and repeats > 1  # AR around every method's runs (cost.sweep_interleaves_ar)
     ar_runs = cost.sweep_ar_runs(axis, swept, len(methods), interleave)
     plan = [(ar_runs, 0)] + [(len(methods) * repeats, int(v)) for v in lengths]
     check_runs_fit(pair, plan, base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds "
@@ -92,7 +92,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
             progress(len(points) / total, desc=f"{len(points)} / {total} points")
             if len(points) < total:
                 yield Swept(heading() + f"running: {len(points)} of {total} points done",
-                            *sweep_band_figures(points, timed=not pair.words), _sweep_data(pair, axis, points, None))
+                            *sweep_band_figures(points, timed=not pair.info.teaching), _sweep_data(pair, axis, points, None))
     except BudgetSpent as error:
         note = ""
         if not points:  # the budget saw the first point's runs only: AR, then the first method's seeds
@@ -104,7 +104,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
                              base.max_new_tokens - 1, so_far=tick.in_progress(label, base.max_new_tokens),
                              otherwise=": fewer methods, values or seeds")
         stop = budget_stop("sweep", len(points), total, "points", error, note)
-    yield Swept(heading(stop=stop), *sweep_band_figures(points, timed=not pair.words),
+    yield Swept(heading(stop=stop), *sweep_band_figures(points, timed=not pair.info.teaching),
                 _sweep_data(pair, axis, points, stop) | {"partial_run": partial})
 
 
@@ -126,6 +126,15 @@ def values_for_axis(pair_key, axis, methods) -> str:
                           len(check_methods(methods, at_least_one=False)))
 
 
+@dataclass
+class SweepTab:
+    axis: gr.Radio
+    values: gr.Textbox
+    repeats: gr.Number
+    button: gr.Button
+    outputs: dict[str, gr.components.Component]  # by the names run_sweep's Swept outputs carry
+
+
 def build(page) -> None:
     with gr.Tab("Sweep", id="sweep"):
         with gr.Row():
@@ -142,16 +151,16 @@ def build(page) -> None:
             speed = gr.Plot(label="Speedup vs AR (hardware-dependent)", elem_id="sweep-speed", **chart)
         how_to_read("sweep")
         data = gr.JSON(label="Sweep data")
-    page.tab_handles["sweep"] = dict(axis=axis, values=values, repeats=repeats, button=button,
-                               outputs=dict(header=header, efficiency=efficiency, speed=speed, data=data))
+    page.tab_handles.sweep = SweepTab(axis, values, repeats, button,
+                                      outputs=dict(header=header, efficiency=efficiency, speed=speed, data=data))
 
 
 def wire_events(page) -> None:
-    tab, s = page.tab_handles["sweep"], page.sidebar
-    for control in (s.pair, tab["axis"]):
-        private.on(control.change, values_for_axis, [s.pair, tab["axis"], s.methods], tab["values"], queue=False,
+    tab, s = page.tab_handles.sweep, page.sidebar
+    for control in (s.pair, tab.axis):
+        private.on(control.change, values_for_axis, [s.pair, tab.axis, s.methods], tab.values, queue=False,
                    show_progress="hidden")
-    run_events(tab["button"].click, tab["button"], run_sweep,
-               [s.pair, page.prompt, s.methods, tab["axis"], tab["values"], *page.settings_inputs, tab["repeats"]],
-               tab["outputs"], message="header", clear=("efficiency", "speed", "data"), api_name="sweep",
+    run_events(tab.button.click, tab.button, run_sweep,
+               [s.pair, page.prompt, s.methods, tab.axis, tab.values, *page.settings_inputs, tab.repeats],
+               tab.outputs, message="header", clear=("efficiency", "speed", "data"), api_name="sweep",
                concurrency_id="models", preprocess=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from spectr_gbv.pairs import PAIRS, TOY_KEY, TWO_TOKEN_KEY
+from spectr_gbv.pairs import is_teaching
 
 from ..serving import limits as limits_module
 from . import cost, private
@@ -27,11 +27,6 @@ def _limits(limits):
     return limits or limits_module.LIMITS  # looked up when called: tests swap the server's limits
 
 
-def is_teaching_pair(pair_key) -> bool:
-    key = {info.label: k for k, info in PAIRS.items()}.get(pair_key, pair_key)
-    return key in (TOY_KEY, TWO_TOKEN_KEY)
-
-
 def max_draft_length(num_drafts, limits=None) -> int:
     """L's maximum for this K: K x L drafted tokens per iteration must fit SPECTR_GBV_MAX_BLOCK_TOKENS."""
     k = max(int(num_drafts or 1), 1)
@@ -43,7 +38,7 @@ def max_fidelity_runs(pair_key, method, draft_length, num_tokens, limits=None, n
     expected iterations, components.wiring.cost) plus the exact law's scoring calls within the
     iteration budget, and their estimated time within cost.CAP_FRACTION of the time budget."""
     limits = _limits(limits)
-    most = limits.fidelity_runs if is_teaching_pair(pair_key) else limits.fidelity_runs_llm
+    most = limits.fidelity_runs if is_teaching(pair_key) else limits.fidelity_runs_llm
     length = max(int(draft_length or 1), 1)
     tokens = max(int(num_tokens or 1), 1)
     k = max(int(num_drafts or 1), 1)

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from spectr_gbv import AUTOREGRESSIVE
-from spectr_gbv.pairs import DEFAULT_KEY, FIRST_FEATURE_KEY, FIRST_FUSED_KEY, LAYERED_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY
+from spectr_gbv.pairs import (DEFAULT_KEY, FIRST_FEATURE_KEY, FIRST_FUSED_KEY, LAYERED_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY,
+                              is_teaching, pair_key_of)
 
 from ..serving import limits as limits_module
 
@@ -69,11 +70,6 @@ PAIR_COSTS: dict[str, PairCost] = {
 }
 # A hub pair (360M and up, an unmeasured operator's pair): a guess three times the default's.
 HUB_COST = PairCost(alpha=0.5, step_s=0.2, iteration_s=0.2, position_s=0.02, draft_step_s=0.06, prefill_s=0.5)
-
-
-def pair_key_of(pair_key) -> str:
-    """The key of a pair given by key or label."""
-    return {info.label: key for key, info in PAIRS.items()}.get(pair_key, pair_key)
 
 
 def pair_cost(pair_key) -> PairCost:
@@ -160,7 +156,7 @@ def compare_seconds(pair_key, num_methods: int, num_drafts: int, draft_length: i
 
 def is_timed(pair_key) -> bool:
     """Whether a pair's wall-clock times mean anything: not the teaching pairs, whose "models" are lookup tables."""
-    return pair_key_of(pair_key) not in (TOY_KEY, TWO_TOKEN_KEY)
+    return not is_teaching(pair_key)
 
 
 def compare_ar_runs(pair_key, num_methods: int) -> int:
@@ -223,7 +219,8 @@ FIDELITY_DEFAULT_RUNS = 500
 
 def scoring_bound(pair_key, runs: int, tokens: int) -> int:
     """The most scoring calls Fidelity's exact law makes: one per distinct prefix of 0 .. tokens - 1 tokens."""
-    info_words = {TOY_KEY: 8, TWO_TOKEN_KEY: 2}.get(pair_key_of(pair_key))
+    info = PAIRS.get(pair_key_of(pair_key))
+    info_words = info.vocabulary if info is not None else None
     return sum(min(runs, info_words**depth) if info_words else (1 if depth == 0 else runs) for depth in range(tokens))
 
 

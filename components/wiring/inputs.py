@@ -6,11 +6,10 @@ examples), all read from the registries (spectr_gbv.pairs, spectr_gbv.methods)."
 from __future__ import annotations
 
 from spectr_gbv import AUTOREGRESSIVE, METHODS
-from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair
+from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair, is_teaching, pair_key_of
 
 from ..serving import limits
 from ..serving.limits import check_fits, check_prompt_tokens, fewest_iterations
-from . import caps
 from .settings import check_pair_key, check_prompt
 
 LOADING_NOTE = "loading the model (about a minute the first time)"
@@ -30,13 +29,8 @@ def default_compare() -> list[str]:
     """The methods ticked in Compare and Sweep when the page opens (the registry says which)."""
     return [name for name, spec in METHODS.items() if spec.compare_by_default]
 
-# The exact multi-draft rule with the highest measured E[tau | drafts] at the app's default
-# K = 2, L = 4, T = 0.7 on the default pair (python -m spectr_gbv.bench.frontier, coupled, 60
-# paper-suite prompts x 16 tokens, assets/results/frontier_handoff: AS-BV+H 0.95623, AS-BV
-# 0.95615, SpecTr-GBV 0.944, SpecTr 0.886; docs/results.md). AS-BV+H is never below AS-BV
-# given the same drafts (it only adds the hand-off), and at K = 2 they nearly tie.
-# Chosen per configuration, never per iteration from the drafts (that would not be exact).
-DEFAULT_METHOD = "as_bv_handoff"
+# The registry's one `app_default` entry (spectr_gbv.methods says why it is that rule).
+DEFAULT_METHOD = next(name for name, spec in METHODS.items() if spec.app_default)
 # The sidebar's K, L, T and max new tokens when the page opens (make bench: K = 2, L = 4 pays on a
 # CPU); the views size their own defaults (Compare's repeats, Sweep's values, Fidelity's N) from
 # the cost of these (components.wiring.cost).
@@ -52,7 +46,7 @@ EXAMPLES = [
 ]
 
 
-TEACHING_KEYS = (TOY_KEY, TWO_TOKEN_KEY)
+TEACHING_KEYS = [key for key, info in PAIRS.items() if info.teaching]
 
 
 def example_prompt(pair_key: str) -> str:
@@ -72,10 +66,9 @@ def prompt_for_pair(pair_key, prompt):
     """The prompt box when the user picks a pair: a teaching pair gets its own example unless it reads
     the prompt already; a model pair gets the default prompt back in place of a teaching pair's
     prompt (one a teaching pair reads); any other prompt stays as typed."""
-    key = check_pair_key(pair_key)
-    key = {info.label: k for k, info in PAIRS.items()}.get(key, key)
+    key = pair_key_of(check_pair_key(pair_key))
     text = prompt if isinstance(prompt, str) else ""
-    if key in TEACHING_KEYS:
+    if is_teaching(key):
         return text if _reads(key, text) else example_prompt(key)
     if text.strip() and any(_reads(k, text) for k in TEACHING_KEYS):
         return example_prompt(key)
@@ -85,7 +78,7 @@ def prompt_for_pair(pair_key, prompt):
 def prepare(pair_key, prompt, progress=None):
     """(pair, prompt token ids), checked; a model pair may load now, and the progress bar says so."""
     key = check_pair_key(pair_key)
-    if progress is not None and not caps.is_teaching_pair(key):
+    if progress is not None and not is_teaching(key):
         progress(0, desc=LOADING_NOTE)
     pair = get_pair(key, allow_custom=limits.LIMITS.allow_any_model)
     prompt_ids = pair.encode(check_prompt(prompt))

@@ -7,9 +7,18 @@ tab exists, wires its events (`wire`): a tab's events may update another tab's c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import gradio as gr
+
+if TYPE_CHECKING:  # types only: the tabs import this module, never the other way at run time
+    from ..tabs.compare import CompareTab
+    from ..tabs.explorer import ExplorerTab
+    from ..tabs.fidelity import FidelityTab
+    from ..tabs.generate import GenerateTab
+    from ..tabs.lesson import LessonTab
+    from ..tabs.playground import PlaygroundTab
+    from ..tabs.sweep import SweepTab
 
 
 @dataclass
@@ -29,6 +38,19 @@ class Sidebar:
 
 
 @dataclass
+class TabHandles:
+    """Each tab's components that another part of the page wires to, set by the tab's `build`."""
+
+    generate: GenerateTab | None = None
+    explorer: ExplorerTab | None = None
+    compare: CompareTab | None = None
+    sweep: SweepTab | None = None
+    fidelity: FidelityTab | None = None
+    lesson: LessonTab | None = None
+    playground: PlaygroundTab | None = None
+
+
+@dataclass
 class Page:
     demo: gr.Blocks
     sidebar: Sidebar
@@ -37,7 +59,7 @@ class Page:
     link_note: gr.Markdown
     fold: gr.Accordion  # the lossy note and the prompt: closed in presentation mode
     tabs: gr.Tabs | None = None
-    tab_handles: dict[str, Any] = field(default_factory=dict)  # each tab's components, by tab id
+    tab_handles: TabHandles = field(default_factory=TabHandles)  # each tab's components
 
     @property
     def settings_inputs(self) -> list:

@@ -23,6 +23,7 @@ from spectr_gbv.intervals import t_interval
 from spectr_gbv.pairs import PAIRS
 
 from ..render.chart_layout import top_margin
+from ..render.speedup_figure import NOISY_AR_SPREAD, Speedup  # noqa: F401 - the record speedup_of makes
 
 MAX_REPEATS = 10
 CONFIDENCE = 0.95
@@ -127,31 +128,6 @@ def sweep_point(row: dict) -> dict[str, object]:
     speedup = speedup_of(row["repeat_tokens_per_second"], row["ar_tokens_per_second"])
     return row | point_stats(row["repeat_block_efficiency"], row["repeat_expected_accepted"],
                              row["repeat_target_calls"]) | {"speedup_vs_ar": speedup.summary()}
-
-
-NOISY_AR_SPREAD = 0.2  # AR's tokens/s before and after a method differing by more: the machine's load changed
-
-
-@dataclass(frozen=True)
-class Speedup:
-    """One method's wall-clock speedup over AR from its timed runs, each against the AR runs just before and after it.
-
-    `median` and its range (`low`, `high`) over the method's runs (its seeds); `ar_spread` is how
-    much the AR runs around them disagree (|before - after| / their mean), None with one AR run."""
-
-    median: float
-    low: float
-    high: float
-    runs: int
-    ar_spread: float | None
-
-    @property
-    def noisy(self) -> bool:
-        return self.ar_spread is not None and self.ar_spread > NOISY_AR_SPREAD
-
-    def summary(self) -> dict:
-        return {"median": self.median, "low": self.low, "high": self.high, "runs": self.runs,
-                "ar_spread": self.ar_spread, "noisy": self.noisy}
 
 
 def speedup_of(rates: Sequence[float], ar_rates: Sequence[float]) -> Speedup:

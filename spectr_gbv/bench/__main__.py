@@ -243,7 +243,7 @@ def markdown(result: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     if result["best_settings"]:
-        lines = [f"Best (K, L) per method from the search: "
+        lines = ["Best (K, L) per method from the search: "
                  + ", ".join(f"{m} {tuple(v)}" for m, v in result["best_settings"].items()), ""] + lines
     other = next((r for r in result["rows"] if r["method"].startswith("ar [")), None)
     if other is not None:

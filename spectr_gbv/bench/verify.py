@@ -39,7 +39,7 @@ from ..randomness import TorchRandomness
 
 VOCAB = 49152
 CONFIGS = sorted([(K, L) for K in (1, 4, 8) for L in (4, 8, 16)] + [(4, 6)])
-GOAL_CONFIG, GOAL_RATIO = (4, 6), 2.0  # issue 14: as_bv <= 2x spectr_gbv at K = 4, L = 6
+GOAL_CONFIG, GOAL_RATIO = (4, 6), 2.0  # the goal: as_bv <= 2x spectr_gbv at K = 4, L = 6
 
 
 def synthetic_input(K: int, L: int, vocab: int, device: torch.device, seed: int,

@@ -1,7 +1,8 @@
 """The registry of verification methods: the only place a method name is mapped to code, and to how the views show it.
 
 Adding a method means its module and one entry here (label, colour, symbol, exactness tier,
-residual text); tests/test_registry.py walks every entry through every view.
+residual text, view flags); tests/test_registry.py walks every entry through every view. Exactly one
+entry is the app's default (`app_default`).
 
 Pure tensor code: nothing under `spectr_gbv.methods` imports a model library or a UI.
 """
@@ -81,6 +82,8 @@ METHODS: dict[str, MethodSpec] = {
             name="spectr_gbv",
             label="SpecTr-GBV",
             verify=spectr_gbv.verify,
+            decide=spectr_gbv.decide,
+            uniform_budget=spectr_gbv.uniform_budget,
             expected_accepted=spectr_gbv.expected_accepted,
             multi_draft=True,
             block=True,
@@ -109,6 +112,12 @@ METHODS: dict[str, MethodSpec] = {
             residual="phase 2 is GBV on the selected block with D, the selected block's exact law, in place of p: "
             "r = norm((ω_τ·q − D)+). D mixes the K drafts' proposals, so it is not the plotted p.",
         ),
+        # The app's default: the exact multi-draft rule with the highest measured E[tau | drafts] at the app's
+        # default K = 2, L = 4, T = 0.7 on the default pair (python -m spectr_gbv.bench.frontier, coupled, 60
+        # paper-suite prompts x 16 tokens, assets/results/frontier_handoff: AS-BV+H 0.95623, AS-BV 0.95615,
+        # SpecTr-GBV 0.944, SpecTr 0.886; docs/results.md). AS-BV+H is never below AS-BV given the same drafts
+        # (it only adds the hand-off), and at K = 2 they nearly tie. Chosen per configuration, never per
+        # iteration from the drafts (that would not be exact).
         MethodSpec(
             name="as_bv_handoff",
             label="AS-BV+H",
@@ -125,6 +134,8 @@ METHODS: dict[str, MethodSpec] = {
             residual="AS-BV's r = norm((ω_τ·q − D)+) at the stop node, handed to the other drafts alive there: each "
             "proposes its token z to the current residual R with its own law G given the selection (accepted "
             "with min(1, R(z)/G(z)), else R ← norm((R − G)+)); an accepted draft continues by GBV with p.",
+            shows_handoff=True,
+            app_default=True,
         ),
         MethodSpec(
             name="traversal",

@@ -23,7 +23,7 @@ from typing import Callable, Literal
 import torch
 
 from ..probs import checked_float64_distributions, residual, token_probs
-from ..randomness import Randomness, inverse_cdf
+from ..randomness import BudgetRandomness, Randomness, TorchRandomness, inverse_cdf, torch_uniforms
 
 FinalKind = Literal["correction", "bonus"]
 
@@ -217,8 +217,9 @@ def decision(inp: VerifyInput, winner: int, tau: torch.Tensor, final: torch.Tens
     iteration's last draw, as in `emit`), packed with the winner, tau and the winner's block
     into one long tensor [3 + L], read back by the engine in one copy."""
     y = inverse_cdf(final, uniform)
-    head = torch.stack([torch.as_tensor(winner, device=tau.device), tau, y]).long()
-    return torch.cat([head, inp.draft_tokens[winner]])
+    winner = torch.as_tensor(winner, device=tau.device)
+    head = torch.stack([winner, tau, y]).long()
+    return torch.cat([head, law_at(winner, inp.draft_tokens)])
 
 
 def law_at(tau: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -254,4 +255,16 @@ class MethodSpec:
     compare_by_default: bool = True  # ticked in Compare (and Sweep) when the page opens
     leads_coupled: bool = False  # when selected, its drafts drive the coupled run
     exact_counterpart: str | None = None  # a lossy rule: the exact rule About and the lesson set it against
+    shows_handoff: bool = False  # the explorer tells its hand-off story (which draft took over where the block stopped)
+    app_default: bool = False  # the method the page opens on: exactly one entry sets it
     decide: Decide | None = None  # the rule on tensors (the lean loop); None: the lean loop runs `verify`
+    # A rule whose number of draws depends on its coins: the most it draws for (K, L). Both
+    # `verify` (through `BudgetRandomness`) and `decide` then take one block of that many
+    # uniforms an iteration, so they decide from the same draws. None: draws as it goes.
+    uniform_budget: Callable[[int, int], int] | None = None
+
+    def randomness(self, generator: torch.Generator, num_drafts: int, draft_length: int, device: torch.device) -> Randomness:
+        """The `Randomness` the engine hands `verify` for one iteration."""
+        if self.uniform_budget is None:
+            return TorchRandomness(generator)
+        return BudgetRandomness(torch_uniforms(generator, self.uniform_budget(num_drafts, draft_length), device))

@@ -81,6 +81,44 @@ def optimal_rho(
     return torch.tensor(hi, dtype=torch.float64, device=target.device)
 
 
+# The device-side search for rho*: each step evaluates G at RHO_GRID points of the bracket at
+# once; RHO_GRID_STEPS steps shrink it by (RHO_GRID + 1)**RHO_GRID_STEPS = 64**10 ~ 1e18, below
+# float64 resolution on [1, n].
+RHO_GRID, RHO_GRID_STEPS = 63, 10
+
+
+def optimal_rho_on_device(target: torch.Tensor, draft: torch.Tensor, num_candidates: torch.Tensor) -> torch.Tensor:
+    """`optimal_rho` with no host read, for the tensor rules (`MethodSpec.decide`); n may be a
+    0-dim tensor (the drafts through a node, known only on the device).
+
+    The same bracket between breakpoints, then a grid search instead of the scalar bisection:
+    G is nondecreasing, so the feasible end of the bracket moves to the first grid point where
+    G >= 0 and the infeasible end to the point before it. The root agrees with `optimal_rho`
+    to a few units in the last place (the two searches round differently); n <= 1 gives 1."""
+    n = torch.as_tensor(num_candidates, device=target.device).to(torch.float64)
+    one = torch.ones((), dtype=torch.float64, device=target.device)
+    ratio = torch.where(draft > 0, target / torch.where(draft > 0, draft, 1.0), float("inf"))
+    order = torch.argsort(ratio, descending=True)
+    r = ratio[order]
+    beta = draft[order].cumsum(0) + (target.sum() - target[order].cumsum(0)) / r
+    inside = (r > 1) & (r < n)
+    hi = torch.where(inside & (r * beta - 1 + (1 - beta) ** n >= 0), r, n).min().clamp(max=n)
+    lo = torch.where(inside & (r < hi), r, 1.0).max().clamp(min=1.0)
+    mid = (lo + hi) / 2
+    a, b = torch.where(ratio >= mid, draft, 0.0).sum(), torch.where(ratio < mid, target, 0.0).sum()
+    beta_one = torch.minimum(draft, target).sum()
+    fractions = torch.arange(1, RHO_GRID + 1, dtype=torch.float64, device=target.device) / (RHO_GRID + 1)
+    for _ in range(RHO_GRID_STEPS):
+        grid = lo + (hi - lo) * fractions
+        beta_grid = a + b / grid
+        feasible = grid * beta_grid - 1 + (1 - beta_grid) ** n >= 0
+        new_hi = torch.where(feasible, grid, hi).min()
+        lo = torch.where(~feasible & (grid < new_hi), grid, lo).max()
+        hi = new_hi
+    settled = (n <= 1) | (beta_one - 1 + (1 - beta_one) ** n >= 0)  # G(1) >= 0: rho* = 1
+    return torch.where(settled, one, hi)
+
+
 def kseq_residual(target: torch.Tensor, draft: torch.Tensor, rho: torch.Tensor, num_candidates: int) -> torch.Tensor:
     """r(x) = [f(x) - min(g(x), f(x)/rho) (1 - (1-beta)^n) / beta] / (1-beta)^n, normalised.
 

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..probs import token_probs
-from ..randomness import Randomness
-from .base import FinalKind, SubBlockTest, VerifyInput, VerifyResult, emit
-from .gbv import all_fail_from, block_accept_probs, block_weights, log_ratios, scan_block, stop_law
-from .spectr import kseq_beta, kseq_residual, optimal_rho
+from ..probs import residual, residual_mass, token_probs
+from ..randomness import Randomness, torch_uniforms
+from .base import FinalKind, SubBlockTest, VerifyInput, VerifyResult, decision, emit, law_at
+from .gbv import all_fail_from, block_accept_probs, block_weights, log_ratios, scan_block, stop_law, sub_block_probs
+from .spectr import kseq_beta, kseq_residual, optimal_rho, optimal_rho_on_device
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,103 @@ def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
             final = kseq_residual(node_target, node_draft, weights.rho, len(unused)) if weights.beta > 0 else node_target
             return emit(inp, rng, winner, depth, final, "correction", tests)
     return emit(inp, rng, winner, depth, node_target, "correction", tests)  # no draft left at u: Y ~ f
+
+
+def uniform_budget(num_drafts: int, draft_length: int) -> int:
+    """Every draft is scanned at most once, with at most L coins, then Y: K L + 1 uniforms."""
+    return num_drafts * draft_length + 1
+
+
+# ------------------------------------------------------------------ the same rule on tensors
+
+
+def decide(inp: VerifyInput, generator: torch.Generator) -> torch.Tensor:
+    """`verify` on tensors, from the same K L + 1 uniforms (`uniform_budget`; `verify` takes
+    them in order from `BudgetRandomness`, this indexes into them).
+
+    Each draft is scanned at most once (a failed draft is spent; a commit spends every draft
+    up to the winner), so K attempts, each the scan of the first draft still unused at the
+    current node, replay the while loop of `verify` with masks: an attempt after the iteration
+    has ended changes nothing. Per attempt only that draft's rows are read: its omega over the
+    positions depth .. L-1 (zeros before depth leave `block_weights`' closed form unchanged),
+    every h_t (no shortcut: skipping one would take a read), its coins at the uniforms
+    offset .. offset + m - 1, and t*. rho* at a new node comes from `optimal_rho_on_device`,
+    and only where two or more drafts can still pass through that node (else rho* = 1)."""
+    K, L, device = inp.num_drafts, inp.draft_length, inp.draft_tokens.device
+    q, p, X = inp.target_probs, inp.draft_probs, inp.draft_tokens
+    uniforms = torch_uniforms(generator, uniform_budget(K, L), device)
+    positions = torch.arange(L, device=device)
+    drafts = torch.arange(K, device=device)
+    qx = token_probs(q[:, :L], X)  # q(X_i | X_{1:i-1}) of every draft, [K, L]
+    px = token_probs(p, X)
+    later_log = log_ratios(qx, px)  # [K, L]; the entry at a scan's first position is unused
+    zero = torch.zeros((), dtype=torch.long, device=device)
+    # The state of `verify`'s loop: node (depth, f, rho, beta, n), the drafts not yet spent at it.
+    depth, offset, winner = zero, zero, zero
+    node_target = q[0, 0]
+    remaining = torch.ones(K, dtype=torch.bool, device=device)
+    n = torch.full((), K, dtype=torch.long, device=device)
+    rho = optimal_rho_on_device(node_target, p[0, 0], n)
+    beta = kseq_beta(node_target, p[0, 0], rho)
+    done = torch.zeros((), dtype=torch.bool, device=device)
+    final = node_target
+    for attempt in range(K):
+        j = torch.where(remaining, drafts, K).min().clamp(max=K - 1)  # the first unused draft
+        active = ~done & remaining.any()
+        qj, pj, xj = law_at(j, q), law_at(j, p), law_at(j, X)  # [L+1, V], [L, V], [L]
+        m, at = L - depth, depth.clamp(max=L - 1)  # `at`: a safe index once the iteration has ended
+        # omega of X^(j)_{depth+1..L}: first weight min(f(y_1) / (rho p(y_1 | u)), 1), then GBV's ratios.
+        first = (law_at(at, node_target[xj]) / (rho * law_at(at, law_at(j, px)))).clamp(max=1.0)
+        log_steps = torch.where(positions > depth, law_at(j, later_log), 0.0)
+        log_steps = torch.where(positions == depth, first.log(), log_steps)
+        cumulative = log_steps.cumsum(0)
+        omega = torch.exp(cumulative - torch.cummax(cumulative, 0).values.clamp(min=0.0))  # [L], valid from depth
+        mass = residual_mass(qj[1:L], pj[1:], omega[:-1])  # S_t at the node after position t
+        h = torch.cat([sub_block_probs(omega[:-1], mass), omega[-1:]])
+        eta = uniforms[(offset + positions - depth).clamp(0, uniforms.numel() - 1)]
+        succeeded = (positions >= depth) & (eta < omega) & (eta < h)
+        tau = ((positions - depth + 1) * succeeded).max()  # t*, 0 if no coin succeeded
+        failed, bonus = tau == 0, tau == m
+        committed = ~failed & ~bonus
+        new_depth = depth + tau
+        # GBV's residual at the new node becomes f there (a commit; unused when new_depth = L).
+        stop = new_depth.clamp(max=L - 1)
+        new_target = residual(law_at(stop, qj), law_at(stop, pj), law_at((new_depth - 1).clamp(min=0), omega))
+        # The drafts after j that agree with it on the first new_depth tokens.
+        agree = ((X == xj) | (positions >= new_depth)).all(-1)
+        members = agree & (drafts > j) & remaining
+        new_n = members.sum()
+        if K - 1 - attempt >= 2:  # two or more drafts may pass the new node: rho* needs the search
+            new_rho = optimal_rho_on_device(new_target, law_at(stop, pj), new_n)
+        else:
+            new_rho = torch.ones((), dtype=torch.float64, device=device)
+        # Where every draft of the node failed: Y from the K-SEQ residual of f (f itself if beta = 0).
+        spent = remaining & (drafts != j)
+        node_draft = law_at(at, pj)
+        all_failed = failed & ~spent.any()
+        kseq_final = torch.where(beta > 0, kseq_residual_n(node_target, node_draft, rho, n), node_target)
+        # The state after this attempt, where it was active.
+        commit_now, bonus_now = active & committed, active & bonus
+        fail_now, all_failed_now = active & failed, active & all_failed
+        final = torch.where(bonus_now, qj[L], final)
+        final = torch.where(commit_now & (new_n == 0), new_target, final)
+        final = torch.where(all_failed_now, kseq_final, final)
+        winner = torch.where(commit_now | bonus_now, j, winner)
+        offset = torch.where(active, offset + m, offset)
+        remaining = torch.where(fail_now, spent, torch.where(commit_now, members, remaining))
+        remaining = torch.where(bonus_now, torch.zeros_like(remaining), remaining)
+        n = torch.where(commit_now, new_n, n)
+        rho = torch.where(commit_now, new_rho, rho)
+        beta = torch.where(commit_now, kseq_beta(new_target, law_at(stop, pj), new_rho), beta)
+        node_target = torch.where(commit_now, new_target, node_target)
+        depth = torch.where(commit_now | bonus_now, new_depth, depth)
+        done = done | bonus_now | all_failed_now | (commit_now & (new_n == 0))
+    return decision(inp, winner, depth, final, law_at(offset, uniforms))
+
+
+def kseq_residual_n(target: torch.Tensor, draft: torch.Tensor, rho: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """`kseq_residual` with n a 0-dim tensor (n >= 1 where it is used)."""
+    return kseq_residual(target, draft, rho, n.clamp(min=1).to(torch.float64))
 
 
 def expected_accepted(inp: VerifyInput) -> float:

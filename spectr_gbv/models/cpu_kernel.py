@@ -29,12 +29,12 @@ Candidates:
   fp16-weight Linear (`torch.ao.quantization.quantize_dynamic(..., dtype=torch.float16)`: weights
   stored in fp16, products in fp32). The embedding stays an fp32 lookup table. The head is a third
   of the bytes a one-token step reads (49,152 x 576 in fp32 against 30 layers in fp16) and, kept
-  in fp32, took a third of a scoring forward (issue 22's profile); the feature draft takes its
+  in fp32, took a third of a scoring forward; the feature draft takes its
   rows from `output_weight`;
 * `bfloat16`: the whole model in bf16, a candidate only where the CPU computes bf16 natively.
   Its Linears hold their weights pre-packed for oneDNN (`PackedLinear`): the same products, bit
   for bit, as `F.linear` in bf16, which re-packs the weight on every call and so made a
-  one-token bf16 step 1.6x slower than an fp16-weight one (issue 22's profile).
+  one-token bf16 step 1.6x slower than an fp16-weight one.
 """
 
 from __future__ import annotations
