@@ -66,14 +66,21 @@ def draft_blocks(
 
 
 def _final_top(result: VerifyResult, inp: VerifyInput) -> list[TopToken]:
+    """The final distribution's likeliest tokens, then the drawn token and every draft's token at the
+    stop position when they are not among them (a rejected draft token has no residual mass, and a
+    chart of the stop position must still show what it replaced)."""
     row = result.winning_draft or 0
     target = inp.target_probs[row, result.final_position]
     draft = inp.draft_probs[row, result.final_position] if result.final_position < inp.draft_length else None
     k = min(FINAL_TOP_TOKENS, inp.vocab_size)
-    top = torch.topk(result.final_distribution, k)
-    ids = top.indices.tolist()
-    finals, targets = top.values.tolist(), target[top.indices].tolist()
-    drafts = draft[top.indices].tolist() if draft is not None else [None] * k
+    ids = torch.topk(result.final_distribution, k).indices.tolist()
+    drafted = inp.draft_tokens[:, result.final_position].tolist() if draft is not None else []
+    for token in [int(result.final_token), *drafted]:
+        if token not in ids:
+            ids.append(token)
+    index = torch.tensor(ids, device=result.final_distribution.device)
+    finals, targets = result.final_distribution[index].tolist(), target[index.to(target.device)].tolist()
+    drafts = draft[index.to(draft.device)].tolist() if draft is not None else [None] * len(ids)
     return [TopToken(*row_values) for row_values in zip(ids, finals, targets, drafts)]
 
 

@@ -151,3 +151,24 @@ def total_variation_to_target(law: dict[tuple[int, ...], float], target: dict[tu
     keys = set(law) | set(target)
     return 0.5 * sum(abs(law.get(w, 0.0) - target.get(w, 0.0)) for w in keys)
 
+
+
+def first_tokens_law(
+    method: MethodSpec, target_fn: DistributionFn, draft_fn: DistributionFn, num_drafts: int, draft_length: int,
+    num_tokens: int,
+) -> dict[tuple[int, ...], float]:
+    """Exact law of the first `num_tokens` tokens a run emits, for a context-free pair (every
+    iteration then has the same law, `iteration_law`): what a fidelity check of `num_tokens`
+    tokens measures. Its total variation to `target_law(target_fn, num_tokens)` is the method's bias there."""
+    step = iteration_law(method, target_fn, draft_fn, num_drafts, draft_length).emitted
+    law: dict[tuple[int, ...], float] = {(): 1.0}
+    while any(len(prefix) < num_tokens for prefix in law):
+        grown: dict[tuple[int, ...], float] = defaultdict(float)
+        for prefix, mass in law.items():
+            if len(prefix) >= num_tokens:
+                grown[prefix] += mass
+                continue
+            for tokens, prob in step.items():
+                grown[(prefix + tokens)[:num_tokens]] += mass * prob
+        law = dict(grown)
+    return law

@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Callable
 
 from .models.base import LanguageModel
-from .toy import TWO_TOKEN_WORDS, WORDS, decode, encode, toy_pair, two_token_pair, words_of
+from .toy import TWO_TOKEN_WORDS, WORDS, decode, encode, toy_pair, two_token_pair, unknown_words, words_of
 
 MAX_LOADED_HUB_PAIRS = int(os.environ.get("SPECTR_GBV_MAX_HUB_PAIRS", "1"))
 
@@ -225,7 +225,7 @@ def _curated_pair(key: str) -> Pair:
     if key == TWO_TOKEN_KEY:
         def encode_two(text: str) -> list[int]:
             words = words_of(text, TWO_TOKEN_WORDS, case=str.upper)
-            unknown = [w for w in words if w not in TWO_TOKEN_WORDS]
+            unknown = unknown_words(text, words, TWO_TOKEN_WORDS)
             if unknown:
                 raise ValueError(f"unknown word(s) {unknown}; the two-token example knows: A B")
             return [TWO_TOKEN_WORDS.index(w) for w in words]

@@ -57,10 +57,16 @@ def words_of(text: str, vocabulary: list[str], case=str.lower) -> list[str]:
     return [case(w) for w in text.replace(".", " . ").split()] if "." in vocabulary else [case(w) for w in text.split()]
 
 
+def unknown_words(text: str, words: list[str], vocabulary: list[str]) -> list[str]:
+    """The prompt's words that are not in the vocabulary, as the user typed them (`words`: as read)."""
+    typed = words_of(text, vocabulary, case=str)
+    return [raw for raw, word in zip(typed, words) if word not in vocabulary]
+
+
 def encode(text: str) -> list[int]:
     """Words of the Toy world to ids; unknown words raise ValueError naming them."""
     words = words_of(text, WORDS)
-    unknown = [w for w in words if w not in WORDS]
+    unknown = unknown_words(text, words, WORDS)
     if unknown:
         raise ValueError(f"unknown word(s) {unknown}; the Toy world knows: {' '.join(WORDS)}")
     return [WORDS.index(w) for w in words]

@@ -253,3 +253,59 @@ def test_subtitles_are_short_lines_inside_a_top_margin_made_for_them(records):
         assert chart.layout.title.yanchor == "top" and chart.layout.title.yref == "container", name
     speedup = all_charts(records)["speedup"]
     assert "hardware: cpu" in speedup.layout.title.subtitle.text and speedup.layout.xaxis2.automargin
+
+
+# ------------------------------------------------------------------ the explorer's distribution chart
+
+
+def wide_vocabulary_run():
+    """SD on 20 tokens: the target spreads over 0..11, the draft puts 0.92 on token 15, which the
+    target barely wants; its residual then has no mass on 15, the token it replaces."""
+    from spectr_gbv.models import FunctionModel
+    from spectr_gbv.toy import constant
+
+    q = [0.99 / 12] * 12 + [0.01 / 8] * 8
+    p = [0.08 / 19] * 20
+    p[15] = 0.92
+    target, draft = FunctionModel(constant(q), 20), FunctionModel(constant(p), 20)
+    return generate(target, draft, [0], method="spectr_gbv", num_drafts=2, draft_length=3, temperature=1.0,
+                    max_new_tokens=30, seed=0)
+
+
+def test_the_distribution_chart_shows_every_drafts_token_at_the_stop_position():
+    run = wide_vocabulary_run()
+    corrections = [it for it in run.iterations if it.final_kind == "correction"]
+    assert corrections
+    for it in corrections:
+        stop = it.num_accepted
+        shown = [t.token for t in it.final_top]
+        assert {row[stop] for row in it.draft_tokens} <= set(shown) and it.final_token in shown
+        fig = figures.distribution_figure(it.final_top, [f"t{t}" for t in shown], it.final_kind, it.final_token, "spectr_gbv")
+        assert {f"t{row[stop]}" for row in it.draft_tokens} <= set(fig.layout.xaxis.ticktext)
+        replaced = next(t for t in it.final_top if t.token == it.draft_tokens[it.winning_draft or 0][stop])
+        assert replaced.final_prob == pytest.approx(0.0, abs=1e-12) and replaced.draft_prob > 0  # no residual mass
+
+
+def test_the_drawn_marker_stands_on_its_bar_by_position_even_for_a_numeral_token():
+    from spectr_gbv.records import TopToken
+
+    top = [TopToken(7, 0.5, 0.4, 0.1), TopToken(8, 0.3, 0.3, 0.3), TopToken(9, 0.2, 0.3, 0.6)]
+    fig = figures.distribution_figure(top, ["the", "2", "0"], "correction", 8, "sd")
+    (drawn,) = fig.layout.annotations
+    assert list(fig.data[0].x) == [0, 1, 2] and drawn.x == 1  # a position, not the text "2" (category 2)
+    assert list(fig.layout.xaxis.tickvals) == [0, 1, 2] and list(fig.layout.xaxis.ticktext) == ["the", "2", "0"]
+    assert drawn.y == pytest.approx(0.3)
+
+
+def test_the_distribution_chart_has_short_upright_labels_and_the_whole_token_in_the_hover():
+    from spectr_gbv.records import TopToken
+
+    texts = [f" a_rather_long_token_{i}" for i in range(10)] + [" if"]
+    top = [TopToken(i, 0.1, 0.1, 0.05) for i in range(11)]
+    fig = figures.distribution_figure(top, texts, "correction", 3, "as_bv")
+    axis = fig.layout.xaxis
+    assert axis.tickangle == 0 and all(len(label) <= 10 for label in axis.ticktext)
+    assert axis.ticktext[0].endswith("…") and axis.ticktext[-1] == "␣if"
+    assert list(fig.data[0].customdata) == ["␣a_rather_long_token_0", *[f"␣a_rather_long_token_{i}" for i in range(1, 10)],
+                                            "␣if"]
+    assert fig.layout.title.subtitle.text.count("<br>") <= 1  # at most two subtitle lines over the plot

@@ -146,7 +146,8 @@ def record(tests, tau, winner, kind, draft_tokens=((1, 2, 3), (4, 5, 6))):
         index=0, draft_tokens=[list(r) for r in draft_tokens], draft_token_probs=[[0.5] * 3 for _ in draft_tokens],
         target_token_probs=[[0.25] * 3 for _ in draft_tokens], num_accepted=tau, winning_draft=winner,
         accepted_tokens=list(draft_tokens[winner][:tau]) if winner is not None else [], final_token=7, final_kind=kind,
-        emitted=[], tests=tests, final_top=[TopToken(7, 0.6, 0.3, 0.1)])
+        emitted=[*(draft_tokens[winner][:tau] if winner is not None else []), 7], tests=tests,
+        final_top=[TopToken(7, 0.6, 0.3, 0.1)])
 
 
 def test_a_failed_shorter_test_inside_the_accepted_prefix_is_not_marked():
@@ -258,3 +259,47 @@ def test_the_handoff_story_reads_every_real_iteration():
                 assert it.num_accepted == found.kept and it.winning_draft in (found.chosen, None)
             kinds.add("taken" if found.taken else "offered" if found.offers else "alone")
     assert kinds >= {"taken", "alone"}
+
+
+def test_an_iteration_cut_by_max_new_tokens_shows_only_its_emitted_tokens_as_emitted():
+    it = record([SubBlockTest(0, 0, 2, 0.9, True, 0.1), SubBlockTest(0, 0, 3, 0.1, False, 0.7)], 2, 0, "correction")
+    cut = IterationRecord(**{**it.__dict__, "emitted": [1]})  # Max new tokens left room for one token
+    markup = draft_grid_html(cut, decode, "gbv")
+    grid = Grid(markup)
+    row = grid.rows[0]["cells"]
+    assert "cell-cut" not in row[0]["class"] and "cell-cut" in row[1]["class"]
+    assert "cell-cut" in row[2]["class"] and "grid-final" in row[2]["class"]  # the correction is not in the output
+    assert "cut by Max new tokens: not in the output" in row[1]["detail"]
+    assert "Cut by Max new tokens: only the first 1 of these 3 token(s) are in the output" in markup
+    assert "cell-cut" not in draft_grid_html(it, decode, "gbv") and "Cut by" not in draft_grid_html(it, decode, "gbv")
+
+
+def test_a_real_run_greys_exactly_the_tokens_max_new_tokens_cut():
+    target, draft = toy_pair()
+    for seed in range(20):
+        run = generate(target, draft, encode("the cat"), method="gbv", num_drafts=2, draft_length=4, temperature=1.0,
+                       max_new_tokens=3, seed=seed)
+        last = run.iterations[-1]
+        if len(last.emitted) < last.num_accepted + 1:
+            break
+    else:
+        pytest.fail("no seed cut its last iteration")
+    grid = Grid(draft_grid_html(last, decode, "gbv"))
+    shown = [c for row in grid.rows for c in row["cells"]
+             if {"cell-accepted", "grid-final"} & set(c["class"]) and "cell-cut" not in c["class"]]
+    assert [c["text"] for c in shown] == decode(last.emitted)
+
+
+def test_whitespace_tokens_are_visible_in_the_grid_cells():
+    it = record([SubBlockTest(0, 0, 1, 0.1, False, 0.9)], 0, None, "correction")
+    texts = {1: " ", 2: "\n", 3: "c", 4: "d", 5: "e", 6: "f", 7: " "}
+    grid = Grid(draft_grid_html(it, lambda ids: [texts[i] for i in ids], "sd"))
+    assert [c["text"] for c in grid.rows[0]["cells"][:3]] == ["␣", "⏎", "c"]
+    assert grid.rows[-1]["cells"][0]["text"] == "␣"  # the correction token
+
+
+def test_the_grid_table_scrolls_sideways_in_its_own_box():
+    it = record([SubBlockTest(0, 0, 1, 0.1, False, 0.9)], 0, None, "correction")
+    markup = draft_grid_html(it, decode, "sd")
+    box = markup.index('class="grid-scroll"')
+    assert "overflow-x:auto" in markup[box:markup.index(">", box)] and markup.index("<table") > box

@@ -21,9 +21,13 @@ def test_the_toy_world_reads_any_case_and_a_trailing_full_stop(text, words):
     assert encode(text) == [WORDS.index(w) for w in words]
 
 
-def test_unknown_words_are_named_in_lower_case():
+def test_unknown_words_are_named_as_the_user_typed_them():
     with pytest.raises(ValueError, match=r"unknown word\(s\) \['bird'\]"):
         encode("The bird")
+    with pytest.raises(ValueError, match=r"unknown word\(s\) \['Bird'\]"):
+        encode("THE Bird")
+    with pytest.raises(ValueError, match=r"unknown word\(s\) \['Write', 'Python', 'function'\]"):
+        get_pair("two-token").encode("Write a Python function")
 
 
 def test_the_two_token_example_reads_either_case():

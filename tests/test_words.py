@@ -16,7 +16,7 @@ from components.tabs import lesson, lesson_try, playground
 from components.wiring import screens
 from components.render import words
 from components.tabs.about import about_markdown
-from components.tabs import explorer, generate
+from components.tabs import explorer, fidelity, generate
 from components.wiring import inputs, settings
 from spectr_gbv import theory
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET
@@ -76,8 +76,8 @@ def test_the_lessons_numbers_are_the_exact_ones():
     assert f"{playground.tokens_shown(shown['alpha'], 1, 2)} tokens per iteration" in playground.summary_line(
         shown["alpha"], 1, 2, 0.05, True)
     assert f"{theory.single_draft_tokens(float(alpha), 2):.2f}" in texts[4][1]
-    toy = lesson.toy_numbers()
-    assert toy["q_sat"] > toy["p_sat"] and toy["q_dog"] < toy["p_dog"]  # why sat is always kept and dog is not
+    toy = lesson.acceptance_numbers()  # why the first guess is always kept and the second is not
+    assert toy["q_kept"] > toy["p_kept"] and toy["q_rejected"] < toy["p_rejected"] and toy["tau"] == 1
 
 
 def test_each_lesson_step_sets_a_run_that_shows_it():
@@ -103,6 +103,48 @@ def test_the_lessons_seeds_give_the_iterations_its_text_describes():
         first = state.record.iterations[0]
         assert first.final_kind == "correction" and least_kept <= first.num_accepted < v["L"]
         assert "correction" in figure.layout.title.text
+
+
+def shown_by_try_it(step: int, plan) -> tuple[list[float], dict]:
+    """The numbers a step's "try it" puts on screen, and the settings it shows them at."""
+    v = plan.values
+    if plan.tab == "playground":
+        tokens = float(playground.tokens_shown(v["alpha"], v["playground K"], v["playground L"]))
+        return [v["alpha"], tokens], {"K": v["playground K"], "L": v["playground L"]}
+    if plan.tab == "fidelity":  # the header and the data of the run it presses
+        *_, (header, _figure, data) = fidelity.run_fidelity(v["pair"], v["prompt"], v["method"], v["K"], v["L"], v["T"],
+                                                             v["N"], v["first tokens"])
+        numbers = [float(x) for x in re.findall(r"\d+\.\d+", header)]
+        return numbers + [data["total_variation"]], {"K": v["K"], "L": v["L"], "first": v["first tokens"]}
+    # Generate or the explorer: the first iteration's cells (p, q, q/p, h) and chart (q, p, the drawn-from law)
+    *_, state, _slider, _grid, _figure, _details = list(generate.generate_stream(
+        v["pair"], v["prompt"], v["method"], v["K"], v["L"], v["T"], v["tokens"], v["seed"]))[-1]
+    first = state.record.iterations[0]
+    numbers = [x for ps, qs in zip(first.draft_token_probs, first.target_token_probs) for p, q in zip(ps, qs)
+               for x in (p, q, q / p)]
+    numbers += [t.accept_prob for t in first.tests if t.accept_prob is not None]
+    numbers += [x for t in first.final_top for x in (t.final_prob, t.target_prob, t.draft_prob) if x is not None]
+    return numbers, {"K": v["K"], "L": v["L"]}
+
+
+def test_every_number_in_the_lessons_texts_is_one_its_try_it_shows():
+    """Each measured number of a step (a decimal or a percentage) is, at the precision the text gives it,
+    one that the step's "try it" shows, and the K, L and tokens the text names are the ones it sets:
+    the text never quotes a context its example does not show. (Whole numbers in formulas are not
+    measurements.)"""
+    texts, plans = lesson.step_texts(), lesson_try.try_its()
+    for step, (_title, body) in texts.items():
+        numbers, named = shown_by_try_it(step, plans[step])
+        for text, percent in re.findall(r"(?<![\w.])(\d+\.\d+|\d+)(%?)", body):
+            if "." not in text and not percent:
+                continue
+            decimals = (len(text.split(".")[1]) if "." in text else 0) + (2 if percent else 0)
+            value = float(text) / (100 if percent else 1)
+            assert any(f"{n:.{decimals}f}" == f"{value:.{decimals}f}" for n in numbers), (step, text + percent, body)
+        for name, number in re.findall(r"\b(K|L) = (\d+)", body):
+            assert int(number) == named[name], (step, name, body)
+        for number in re.findall(r"first\s+(\d+)\s+tokens", body):
+            assert int(number) == named["first"], (step, body)
 
 
 def test_the_playground_answers_at_once_and_refuses_bad_values():
@@ -143,3 +185,20 @@ def test_the_playground_starts_from_this_servers_measured_costs(monkeypatch):
     assert f"{theory.speedup(alpha, 2, 4, c, True, g):.2f}x" in line and f"g = {g:g}" in line
     pair.target = SimpleNamespace()  # no CPU kernel (a GPU): g stays 0, and the note says why
     assert playground.server_costs()[2] == 0.0
+
+
+def test_the_first_screen_says_what_generate_will_run():
+    demo = app.build_demo()
+    (plan,) = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "generate-plan"]
+    assert plan.value.startswith(f"Generate runs **AS-BV+H**, K = {inputs.DEFAULT_K}, L = {inputs.DEFAULT_L}, "
+                                 f"T = {inputs.DEFAULT_T:g}, {inputs.DEFAULT_TOKENS} new tokens")
+    method = next(b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and b.label.startswith("Method"))
+    (follows,) = [f for f in demo.fns.values() if (method._id, "change") in f.targets and plan in f.outputs]
+    assert follows.fn("sd", 3, 5, 1.0, 20).startswith("Generate runs **SD**, L = 5, T = 1, 20 new tokens")  # K ignored
+
+
+def test_a_teaching_pair_prints_no_speed():
+    *_, last = generate.generate_stream("toy", "the cat", "sd", 1, 3, 1.0, 10, 0)
+    _output, line, data, *_ = last
+    assert "tokens/s" not in line and "ms per token" not in line and "toy model: speed not meaningful" in line
+    assert data["tokens_per_second"] == "toy model: speed not meaningful"

@@ -88,33 +88,50 @@ def _cumsum(values: Sequence[float]) -> list[float]:
     return out
 
 
+TICK_CHARS = 56  # the token ticks of one chart together, in 12 px characters: about a 400 px axis
+
+
+def short_label(text: str, most: int) -> str:
+    """A tick label of at most `most` characters, cut with an ellipsis (the hover keeps the whole token)."""
+    return text if len(text) <= most else text[: max(most - 1, 1)] + "…"
+
+
 def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_kind: str, drawn: int,
                         method: str | None = None) -> go.Figure:
     """Target, draft and drawn-from distributions over the top tokens at the final position.
 
-    `top_tokens` are `TopToken`s (token, final_prob, target_prob, draft_prob); `token_text`
-    their display strings. For a correction token the drawn-from distribution is the residual;
-    only SD's residual is norm((q - p)+) of the plotted bars, so for `method` another rule the
-    subtitle says so (the explorer's detail panel gives the rule, components.residuals).
+    `top_tokens` are `TopToken`s (token, final_prob, target_prob, draft_prob): the likeliest of
+    the drawn-from distribution, then the drawn token and every draft's token at this position
+    (spectr_gbv.engine); `token_text` their display strings. For a correction token the drawn-from
+    distribution is the residual; only SD's residual is norm((q - p)+) of the plotted bars, so for
+    `method` another rule the subtitle says so (the explorer's detail panel gives the rule,
+    components.residuals). Bars stand at positions 0, 1, 2 ... with the tokens as tick text, short
+    and upright (the full token in the hover): a token such as "2" is never read as a position.
     """
     names = [visible_token(t) for t in token_text]
+    xs = list(range(len(names)))
+    most = max(3, min(10, TICK_CHARS // max(len(names), 1)))
     source = {"correction": "residual (drawn from)", "bonus": "q at L+1 (drawn from)", "target": "q (drawn from)"}[final_kind]
     own_residual = final_kind == "correction" and method in METHODS and not METHODS[method].plots_its_residual
-    subtitle = subtitle_lines("q and p of the winning draft, likeliest tokens",
-                              f"{method_label(method)}'s residual is not norm((q\u00a0−\u00a0p)+) of these bars: "
-                              "see the panel beside the grid" if own_residual else "")
+    subtitle = subtitle_lines("q and p of the winning draft at this position",
+                              "its residual is not norm((q\u00a0−\u00a0p)+): see the panel" if own_residual else "")
     fig = _figure(f"Where the {final_kind} token was drawn", "token", "probability", subtitle)
-    fig.add_bar(name="target q", x=names, y=[t.target_prob for t in top_tokens], marker_color=DISTRIBUTION_COLOURS["target q"])
+    hover = dict(customdata=names, hovertemplate="%{customdata}: %{y:.4f}")
+    fig.add_bar(name="target q", x=xs, y=[t.target_prob for t in top_tokens],
+                marker_color=DISTRIBUTION_COLOURS["target q"], **hover)
     if any(t.draft_prob is not None for t in top_tokens):
-        fig.add_bar(name="draft p", x=names, y=[t.draft_prob or 0.0 for t in top_tokens], marker_color=DISTRIBUTION_COLOURS["draft p"])
+        fig.add_bar(name="draft p", x=xs, y=[t.draft_prob or 0.0 for t in top_tokens],
+                    marker_color=DISTRIBUTION_COLOURS["draft p"], **hover)
     # The bar the token was drawn from in its kind's colour: the residual is the correction colour.
-    fig.add_bar(name=source, x=names, y=[t.final_prob for t in top_tokens], marker_color=KINDS[final_kind].strong)
+    fig.add_bar(name=source, x=xs, y=[t.final_prob for t in top_tokens], marker_color=KINDS[final_kind].strong, **hover)
     tallest = max([max(t.final_prob, t.target_prob, t.draft_prob or 0.0) for t in top_tokens], default=0.0)
-    for name, t in zip(names, top_tokens):
+    for x, t in zip(xs, top_tokens):
         if t.token == drawn:  # the arrow's tip on the tallest of its token's bars, the word above them all
-            fig.add_annotation(x=name, y=max(t.final_prob, t.target_prob, t.draft_prob or 0.0), text="drawn",
+            fig.add_annotation(x=x, y=max(t.final_prob, t.target_prob, t.draft_prob or 0.0), text="drawn",
                                showarrow=True, arrowhead=2)
     fig.update_layout(barmode="group")
+    fig.update_xaxes(type="linear", tickmode="array", tickvals=xs, ticktext=[short_label(n, most) for n in names],
+                     tickangle=0, tickfont=dict(size=12), range=[-0.5, len(xs) - 0.5])
     fig.update_yaxes(range=[0, max(tallest, 0.05) * 1.3])  # room for the arrow and its word inside the plot
     return fig
 

@@ -114,7 +114,7 @@ def _cell(kind: KindStyle, kind_name: str, text: str, column: int, tip: str, det
 
 
 def _final_detail(it: IterationRecord, method: str, text: str, replaced: tuple[str, float, float] | None,
-                  token_text: Callable[[list[int]], list[str]] | None = None) -> str:
+                  token_text: Callable[[list[int]], list[str]] | None = None, cut: str | None = None) -> str:
     top = next((t for t in it.final_top if t.token == it.final_token), None)
     # Plain words first (what this iteration did), the symbols after ("drawn from").
     spec = METHODS.get(method)
@@ -130,15 +130,24 @@ def _final_detail(it: IterationRecord, method: str, text: str, replaced: tuple[s
         token, p, q = replaced
         rows += [("replaces the draft token", f"{token} (p = {p:.4f}, q = {q:.4f}, q/p {_ratio(p, q)})")]
     rows += [("drawn from, in symbols" if story else "drawn from", final_token_rule(method, it.final_kind))]
+    if cut is not None:
+        rows += [("output", cut)]
     return _detail(f"{it.final_kind} token {_quote(text)}", rows)
 
 
-def draft_grid_html(it: IterationRecord, token_text: Callable[[list[int]], list[str]], method: str = "") -> str:
-    """The explorer's grid for one iteration; `method` names the residual's rule in the detail panel."""
+def draft_grid_html(it: IterationRecord, token_text: Callable[[list[int]], list[str]], method: str = "",
+                    cut_by: str = "Max new tokens") -> str:
+    """The explorer's grid for one iteration; `method` names the residual's rule in the detail panel.
+
+    An iteration the run cut (its last: `cut_by`, Max new tokens or the end-of-text token) emitted
+    only its first len(it.emitted) tokens: the cells past them are greyed and say they are not
+    in the output."""
     (final_text,) = token_text([it.final_token])
+    kept = len(it.emitted)
+    cut_note = f"cut by {cut_by}: not in the output"
     if not it.draft_tokens:
         return (f'<div class="draft-grid"><div class="grid-note">Plain AR step: one target sample, '
-                f'<b>{html.escape(final_text)}</b>.</div>'
+                f'<b>{html.escape(_quote(final_text))}</b>.</div>'
                 f'<div class="grid-detail">{_final_detail(it, method, final_text, None, token_text)}</div></div>')
     length, tau, winner = len(it.draft_tokens[0]), it.num_accepted, it.winning_draft
     states = cell_states(it)
@@ -155,26 +164,34 @@ def draft_grid_html(it: IterationRecord, token_text: Callable[[list[int]], list[
             tip = (f"p = {p:.4f}, q = {q:.4f}, q/p = {q / p:.3f}" if p > 0 else f"p = {p}, q = {q:.4f}") + test_tip
             rows_detail = [("p (draft)", f"{p:.4f}"), ("q (target)", f"{q:.4f}"), ("q/p", _ratio(p, q)), *test_rows]
             if won and i == tau:  # the final token lands here: column tau + 1, over the token it replaced
-                final_detail = _final_detail(it, method, final_text, (_quote(text), p, q), token_text)
-                cells.append(_cell(final_kind, it.final_kind, final_text, i + 1,
+                cut = kept <= tau
+                final_detail = _final_detail(it, method, final_text, (_quote(text), p, q), token_text,
+                                             cut_note if cut else None)
+                cells.append(_cell(final_kind, it.final_kind, _quote(final_text), i + 1,
                                    f"{it.final_kind} token at position {i + 1}, replacing draft token {_quote(text)} "
-                                   f"({tip})", final_detail, " grid-final", struck=text))
+                                   f"({tip})" + (f"; {cut_note}" if cut else ""), final_detail,
+                                   " grid-final" + (" cell-cut" if cut else ""), struck=_quote(text)))
                 continue
             style = KINDS[state.kind] if state.kind in KINDS else UNREACHED
             after = " cell-after" if won and i > tau else ""  # the winning row past its final token: greyed
+            cut = won and state.kind == "accepted" and i >= kept
+            if cut:
+                after, tip, rows_detail = " cell-cut", f"{tip}; {cut_note}", [*rows_detail, ("output", cut_note)]
             detail = _detail(f"draft {k + 1}, position {i + 1}: {_quote(text)} ({state.kind})", rows_detail)
-            cells.append(_cell(style, state.kind, text, i + 1, tip, detail, after))
+            cells.append(_cell(style, state.kind, _quote(text), i + 1, tip, detail, after))
         if won and tau == length:  # every drafted token accepted: the bonus token at L + 1
-            final_detail = _final_detail(it, method, final_text, None, token_text)
-            cells.append(_cell(final_kind, it.final_kind, final_text, length + 1,
-                               f"{it.final_kind} token at position {length + 1}", final_detail, " grid-final"))
+            cut = kept <= tau
+            final_detail = _final_detail(it, method, final_text, None, token_text, cut_note if cut else None)
+            cells.append(_cell(final_kind, it.final_kind, _quote(final_text), length + 1,
+                               f"{it.final_kind} token at position {length + 1}" + (f"; {cut_note}" if cut else ""),
+                               final_detail, " grid-final" + (" cell-cut" if cut else "")))
         else:
             cells.append('<td class="grid-empty"></td>')
         rows.append(f'<tr class="grid-row">{"".join(cells)}</tr>')
     if winner is None or tau == 0:  # no draft won: the final token in a row of its own, column 1
         final_detail = _final_detail(it, method, final_text, None, token_text)
         cells = ['<th class="grid-label" scope="row">no draft accepted</th>',
-                 _cell(final_kind, it.final_kind, final_text, 1, f"{it.final_kind} token at position 1", final_detail,
+                 _cell(final_kind, it.final_kind, _quote(final_text), 1, f"{it.final_kind} token at position 1", final_detail,
                        " grid-final"),
                  *['<td class="grid-empty"></td>'] * length]
         rows.append(f'<tr class="grid-final-row">{"".join(cells)}</tr>')
@@ -182,10 +199,13 @@ def draft_grid_html(it: IterationRecord, token_text: Callable[[list[int]], list[
                + (f" from draft {winner + 1}" if tau and winner is not None else "")
                + f", then a {it.final_kind} token at position {tau + 1}."
                + (f" Theory E[tau | drafts] = {it.expected_accepted:.3f}." if it.expected_accepted is not None else ""))
+    cut_caption = (f'<div class="grid-cut-note">Cut by {html.escape(cut_by)}: only the first {kept} of these '
+                   f"{tau + 1} token(s) are in the output; the greyed ones are not.</div>" if kept < tau + 1 else "")
     return (f'<div class="draft-grid" data-tau="{tau}" data-final-column="{final_column(it)}">'
-            f'<div class="grid-caption">{html.escape(caption)}</div>'
-            f'<div class="grid-body"><table class="grid-table"><thead><tr><th class="grid-label">position</th>{header}'
-            f'</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            f'<div class="grid-caption">{html.escape(caption)}</div>{cut_caption}'
+            f'<div class="grid-body"><div class="grid-scroll" style="overflow-x:auto;max-width:100%">'
+            f'<table class="grid-table"><thead><tr><th class="grid-label">position</th>{header}'
+            f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
             f'<div class="grid-detail" aria-live="polite"><div class="grid-detail-hint">Click a token to pin its '
             f'details here.</div><div class="grid-detail-body">{final_detail}</div></div></div>'
             f'{legend_html(GRID_KINDS)}</div>')

@@ -71,14 +71,21 @@ def legend_html(kinds=OUTPUT_KINDS) -> str:
     return f'<div class="legend">{items}</div>'
 
 
-def metrics_line(run: RunRecord) -> str:
-    """Block efficiency, mean acceptance length, target calls and tokens/s, in one line."""
+UNTIMED_NOTE = "toy model: speed not meaningful"  # a teaching pair is a lookup table: its timings mean nothing
+
+
+def metrics_line(run: RunRecord, timed: bool = True) -> str:
+    """Block efficiency, mean acceptance length, target calls and tokens/s, in one line (no tokens/s,
+    no milliseconds on a teaching pair, `timed` False: UNTIMED_NOTE instead)."""
     parts = [f"**{len(run.tokens)} tokens** in **{run.target_calls} target calls**",
              f"block efficiency **{run.block_efficiency:.2f}**"]
     if not run.config.is_autoregressive:
         parts.append(f"mean acceptance length **{run.mean_acceptance_length:.2f}**")
         if run.mean_expected_accepted is not None:
             parts.append(f"mean tau {run.mean_accepted:.2f} (theory {run.mean_expected_accepted:.2f})")
+    if not timed:
+        parts.append(UNTIMED_NOTE)
+        return " · ".join(parts)
     parts.append(f"{run.tokens_per_second:.1f} tokens/s on this server")
     if not run.config.is_autoregressive:  # where the time goes, per emitted token
         phases = run.phase_ms_per_token

@@ -226,7 +226,7 @@ class CompareView:
         texts = {m: provenance_html(first[m], pair.token_text, legend=False) for m in done}
         return Compared(
             self.header(done, final) + self.partial_html()
-            + side_by_side_html(texts, {m: metrics_line(first[m]) for m in done}),
+            + side_by_side_html(texts, {m: metrics_line(first[m], self.timed) for m in done}),
             efficiency_band_figure(points, coupled=coupled, ceiling=ceiling),
             titled(figures.histogram_figure(shown), coupled),
             titled(figures.per_position_figure(shown), coupled),

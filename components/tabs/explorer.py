@@ -86,7 +86,9 @@ def shown(state: RunState | None, index) -> Shown:
         "tests": [{"draft": t.draft + 1, "sub_block": [t.start + 1, t.start + t.length], "h": shown_h(t.accept_prob),
                    "uniform": t.uniform, "accepted": t.accepted} for t in it.tests],
     }
-    return Shown(draft_grid_html(it, state.token_text, record.config.method), figure, details)
+    last = i == len(record.iterations) - 1
+    cut_by = "the end-of-text token" if last and record.stopped_at_eos else "Max new tokens"
+    return Shown(draft_grid_html(it, state.token_text, record.config.method, cut_by), figure, details)
 
 
 def start(state: RunState | None) -> Stepped:

@@ -9,8 +9,14 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from spectr_gbv import AUTOREGRESSIVE
+import torch
+
+from spectr_gbv import AUTOREGRESSIVE, METHODS
+from spectr_gbv.exact import first_tokens_law, target_law, total_variation_to_target
 from spectr_gbv.fidelity import fidelity_result, fidelity_sample
+from spectr_gbv.pairs import TWO_TOKEN_KEY
+from spectr_gbv.probs import logits_to_probs
+from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET, TWO_TOKEN_WORDS, constant
 
 from ..serving import gpu, visitors
 from ..serving import limits
@@ -25,10 +31,12 @@ from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import run_events
 from ..wiring.runs import header_line
 from ..render.text import visible_token
-from ..wiring.settings import check_method, number, settings
+from ..wiring import private
+from ..wiring.settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, check_method, check_pair_key, number, settings
 from ..render.words import how_to_read
 
-FIDELITY_CHUNKS = 5  # the law is compared (and shown) after every fifth of the runs
+FIDELITY_CHUNKS = 5
+MAX_ENUMERATED_DRAFTS = 256  # the bias is computed exactly (known_bias) over at most this many K-tuples of drafts  # the law is compared (and shown) after every fifth of the runs
 
 
 @dataclass
@@ -60,6 +68,7 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
     heading = functools.partial(header_line, pair.info.key, [method], base.num_drafts, base.draft_length,
                                 base.temperature, None, [f"N = {runs} runs (seeds 0 to {runs - 1})", f"first {tokens} token(s)"])
     samples, scored, result, stop = [], {}, None, None
+    bias = known_bias(pair.info.key, method, base, tokens)
     chunk = max(10, math.ceil(runs / FIDELITY_CHUNKS))
     try:
         while len(samples) < runs:
@@ -70,7 +79,8 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
             result = fidelity_result(pair.target, prompt_ids, config, samples, tokens, on_scoring=tick,
                                      conditionals=scored)
             if len(samples) < runs:
-                yield Checked(heading() + f"running: {len(samples)} of {runs} runs compared", *_outputs(pair, result, None))
+                yield Checked(heading() + band_note(result, bias) + f"running: {len(samples)} of {runs} runs compared",
+                              *_outputs(pair, result, None))
     except BudgetSpent as error:
         if result is None:  # nothing compared yet: the runs so far, and what would fit
             stop = budget_stop("fidelity", 0, runs, "runs compared", error, _nothing_compared(
@@ -78,7 +88,42 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
             yield Checked(heading(stop=stop), None, _samples_data(pair, method, samples, tokens, stop))
             return
         stop = budget_stop("fidelity", result.num_runs, runs, "runs", error)
-    yield Checked(heading(stop=stop), *_outputs(pair, result, stop))
+    yield Checked(heading(stop=stop) + band_note(result, bias), *_outputs(pair, result, stop))
+
+
+def known_bias(pair_key: str, method: str, base, tokens: int) -> float | None:
+    """The exact TV between this method's law of the first `tokens` tokens and the target's, where it
+    can be computed (spectr_gbv.exact): a lossy rule on the context-free two-token example with at
+    most MAX_ENUMERATED_DRAFTS draft tuples. None elsewhere (an exact method's is zero)."""
+    spec = METHODS.get(method)
+    if pair_key != TWO_TOKEN_KEY or spec is None or spec.exact:
+        return None
+    k = base.num_drafts if spec.multi_draft else 1
+    if len(TWO_TOKEN_WORDS) ** (k * base.draft_length) > MAX_ENUMERATED_DRAFTS:
+        return None
+    return _two_token_bias(method, k, base.draft_length, tokens, float(base.temperature))
+
+
+@functools.lru_cache(maxsize=64)
+def _two_token_bias(method: str, num_drafts: int, draft_length: int, tokens: int, temperature: float) -> float:
+    def processed(probs):
+        return constant(logits_to_probs(torch.log(torch.tensor(probs, dtype=torch.float64)), temperature).tolist())
+
+    target, draft = processed(TWO_TOKEN_TARGET), processed(TWO_TOKEN_DRAFT)
+    law = first_tokens_law(METHODS[method], target, draft, num_drafts, draft_length, tokens)
+    return total_variation_to_target(law, target_law(target, tokens))
+
+
+def band_note(result, bias: float | None) -> str:
+    """A header line naming the bias under test where it is known (known_bias), and saying so when the
+    noise band at this N is wider than it: then "inside" says nothing about the rule, only that N is
+    too small to see it."""
+    if bias is None or result is None:
+        return ""
+    if result.noise_tv_95 <= bias:
+        return f"The bias being tested: this rule's exact TV here is {bias:.3f}.\n\n"
+    return (f"**At N = {result.num_runs} the noise band ({result.noise_tv_95:.3f}) is wider than the bias being "
+            f"tested** (this rule's exact TV here: {bias:.3f}): inside the band proves nothing; raise N.\n\n")
 
 
 def _nothing_compared(tick, pair_key, method, draft_length, runs: int, tokens: int, done: int) -> str:
@@ -133,6 +178,18 @@ def default_runs(pair_key, method=DEFAULT_METHOD, num_drafts=2, draft_length=4, 
                                                            cost.DEFAULT_FRACTION, most))
 
 
+def runs_for_pair(pair_key, method, draft_length, num_tokens, num_drafts):
+    """Fidelity's N slider when the pair changes: that pair's own default N at these settings (not the
+    previous pair's N, which for a small one was too few to see the released rule's bias), and its cap."""
+    key, method = check_pair_key(pair_key), check_method(method)
+    length = number("L (draft length)", draft_length, 1, MAX_DRAFT_LENGTH)
+    tokens = number("tokens per run", num_tokens, 1, caps.FIDELITY_MAX_TOKENS)
+    k = number("K (drafts)", num_drafts, 1, MAX_DRAFTS)
+    most = caps.max_fidelity_runs(key, method, length, tokens, num_drafts=k)
+    return gr.update(maximum=most, value=min(default_runs(key, method, k, length, tokens), most),
+                     info=caps.fidelity_runs_info(most))
+
+
 @dataclass
 class FidelityTab:
     num_runs: gr.Slider
@@ -164,6 +221,8 @@ def build(page, default_pair: str) -> None:
 
 def wire_events(page) -> None:
     tab, s = page.tab_handles.fidelity, page.sidebar
+    private.on(s.pair.change, runs_for_pair, [s.pair, s.method, s.draft_length, tab.num_tokens, s.num_drafts],
+               tab.num_runs, queue=False, show_progress="hidden")
     run_events(tab.button.click, tab.button, run_fidelity,
                [s.pair, page.prompt, s.method, s.num_drafts, s.draft_length, s.temperature, tab.num_runs,
                 tab.num_tokens],

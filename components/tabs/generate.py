@@ -11,6 +11,7 @@ import gradio as gr
 
 from spectr_gbv.engine import decode_iterations, run_record
 from spectr_gbv.models import server_note
+from spectr_gbv.pairs import is_teaching
 
 from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
@@ -20,13 +21,13 @@ from ..wiring import private
 from ..wiring.budget_stops import budget_stop
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.explorer_js import OUTPUT_JS
-from ..wiring.inputs import EXAMPLES, draft_for, prepare
+from ..wiring.inputs import DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, EXAMPLES, draft_for, prepare
 from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import back_to_idle, run_events
 from ..wiring.run_state import RunState
-from ..wiring.runs import STOPS, Stop, header_line
+from ..wiring.runs import STOPS, Stop, header_line, ignored_settings, method_name
 from ..wiring.settings import check_method, number, settings
-from ..render.text import metrics_line, provenance_html
+from ..render.text import UNTIMED_NOTE, metrics_line, provenance_html
 from ..render.words import how_to_read
 
 
@@ -78,6 +79,7 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
     heading = {"pair_key": pair.info.key, "methods": [method], "num_drafts": base.num_drafts,
                "draft_length": base.draft_length, "temperature": base.temperature, "seed": base.seed}
     iterations, produced, budget, texts, stop = [], 0, Budget(), {}, None
+    timed = not pair.info.teaching  # the teaching pairs are lookup tables: their timings mean nothing
     progress(0, desc="decoding")
     try:
         for it in decode_iterations(pair.target, draft_for(pair, method), prompt_ids, config):
@@ -89,7 +91,7 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
             partial = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
             state = RunState(pair.info.key, partial, texts, heading, config.max_new_tokens)
             yield Generated(output=provenance_html(partial, pair.token_text),
-                            metrics_line=header_line(**heading) + metrics_line(partial), state=state)
+                            metrics_line=header_line(**heading) + metrics_line(partial, timed), state=state)
             if STOPS.take(session):
                 stop = Stop(produced, config.max_new_tokens, "tokens", "you pressed Stop")
                 break
@@ -101,10 +103,23 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
         stop = budget_stop("generate", produced, config.max_new_tokens, "tokens", error)
     record = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
     state = RunState(pair.info.key, record, texts, heading, config.max_new_tokens)
-    summary = record.summary() | {"pair": state.pair, "text": pair.text(record.tokens),
+    summary = record.summary() | ({} if timed else {"wall_time_s": UNTIMED_NOTE, "tokens_per_second": UNTIMED_NOTE})
+    summary |= {"pair": state.pair, "text": pair.text(record.tokens),
                                   "stopped": stop.text() if stop else None, "server": server_note(pair.target)}
-    yield Generated(provenance_html(record, pair.token_text), header_line(**heading, stop=stop) + metrics_line(record),
+    yield Generated(provenance_html(record, pair.token_text), header_line(**heading, stop=stop) + metrics_line(record, timed),
                     summary, state, *explorer.start(state))
+
+
+def plan_line(method, num_drafts, draft_length, temperature, max_new_tokens) -> str:
+    """One line beside the button: what Generate will run with the sidebar's current settings (the
+    settings the method ignores left out)."""
+    method = check_method(method)
+    base = settings(num_drafts, draft_length, temperature, max_new_tokens, 0)
+    ignored = ignored_settings([method])
+    parts = [f"{name} = {value}" for name, value in (("K", base.num_drafts), ("L", base.draft_length))
+             if name not in ignored]
+    parts += [f"T = {base.temperature:g}", f"{base.max_new_tokens} new tokens"]
+    return f"Generate runs **{method_name(method)}**, {', '.join(parts)} (the sidebar's settings)"
 
 
 def load_example(index) -> tuple[dict, dict]:
@@ -123,7 +138,8 @@ def fill_explorer_on_stop(state) -> Refilled:
     if not state:
         return Refilled(gr.skip(), gr.skip(), *explorer.shown(state, 1))
     stop = Stop(len(state.record.tokens), state.total, "tokens", "you pressed Stop")
-    return Refilled(header_line(**state.heading, stop=stop) + metrics_line(state.record), *explorer.start(state))
+    timed = not is_teaching(state.pair)
+    return Refilled(header_line(**state.heading, stop=stop) + metrics_line(state.record, timed), *explorer.start(state))
 
 
 @dataclass
@@ -134,6 +150,7 @@ class GenerateTab:
     metrics_line: gr.Markdown
     data: gr.JSON
     examples: gr.Dataset
+    plan: gr.Markdown  # what the button will run
 
 
 def build(page) -> None:
@@ -142,6 +159,8 @@ def build(page) -> None:
             button = gr.Button("Generate", variant="primary", elem_id="generate-button", scale=3)
             # secondary, not Gradio's red "stop": red means lossy, and nothing else, in this app
             stop_button = gr.Button("Stop", variant="secondary", elem_id="stop-button", scale=1)
+        plan = gr.Markdown(plan_line(DEFAULT_METHOD, DEFAULT_K, DEFAULT_L, DEFAULT_T, DEFAULT_TOKENS),
+                           elem_id="generate-plan")
         output = gr.HTML("<i>The output appears here, token by token. Click a token to open its iteration "
                          "in the explorer.</i>", elem_id="generate-output", js_on_load=OUTPUT_JS)
         line = gr.Markdown(elem_id="generate-metrics")
@@ -153,7 +172,7 @@ def build(page) -> None:
         # preprocessed by Gradio, which answers junk with a traceback (components.wiring.private).
         examples = gr.Dataset(components=[page.sidebar.pair, page.prompt], samples=EXAMPLES,
                               label="Examples (run with the sidebar's settings)")
-    page.tab_handles.generate = GenerateTab(button, stop_button, output, line, data, examples)
+    page.tab_handles.generate = GenerateTab(button, stop_button, output, line, data, examples, plan)
 
 
 def wire_events(page) -> None:
@@ -167,6 +186,9 @@ def wire_events(page) -> None:
     # reaches components.wiring.settings, whose messages name the setting (Gradio's would be "Error").
     # The button reads "Running…" and is disabled while a run goes; a failed run's message replaces
     # the text, the metrics line and the data (components.wiring.run_events).
+    plan_inputs = [s.method, s.num_drafts, s.draft_length, s.temperature, s.max_new_tokens]
+    for control in plan_inputs:
+        private.on(control.change, plan_line, plan_inputs, tab.plan, queue=False, show_progress="hidden")
     failed = dict(message="output", clear=("metrics_line", "data"))
     generating = run_events(tab.button.click, tab.button, generate_stream, inputs, outputs, **failed,
                             api_name="generate", concurrency_id="models", preprocess=False)

@@ -1,7 +1,8 @@
 """The guided lesson (a gr.Walkthrough): draft, acceptance test, residual, bonus, and why the
 released rule is lossy, on the Toy world and the two-token example.
 
-Every number in the text is computed here from the pairs' own distributions (spectr_gbv.toy)
+Every number in the text is computed here, from the runs its "try it" buttons start (steps 1 and
+2 quote the first iteration the explorer shows), the pairs' own distributions (spectr_gbv.toy)
 and the exact tables of the About view; none is typed in. Each step has a "try it" button that
 sets the controls its text assumes, opens the view that shows the step and presses that view's
 run button (components.tabs.lesson_try says what each one sets).
@@ -14,27 +15,32 @@ from functools import lru_cache
 
 import gradio as gr
 
-from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET, WORDS, toy_pair
+from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET, decode
 
 from . import lesson_try
 from .about import lossy_rows
-from .lesson_try import TOY_PROMPT, playground_values
+from .lesson_try import playground_values
 from .playground import tokens_shown
 
 
 @lru_cache(maxsize=1)
-def toy_numbers() -> dict[str, float]:
-    """Draft and target probabilities of two next words after 'the cat' in the Toy world."""
-    context = tuple(WORDS.index(w) for w in TOY_PROMPT.split())
-    target, draft = toy_pair()
-    q, p = target.next_token_probs(context), draft.next_token_probs(context)
-    sat, dog = WORDS.index("sat"), WORDS.index("dog")
-    return {"q_sat": float(q[sat]), "p_sat": float(p[sat]), "q_dog": float(q[dog]), "p_dog": float(p[dog])}
+def acceptance_numbers() -> dict:
+    """What steps 1 and 2 quote, read from the first iteration of their "try it" run (the explorer shows
+    the same p, q, q / p and h in its cells): the kept first guess and the rejected second one, each
+    with the context it was drafted in."""
+    plan = lesson_try.try_its()[2].values
+    first = lesson_try.first_iteration(plan)
+    (tokens,), (ps,), (qs,) = first.draft_tokens, first.draft_token_probs, first.target_token_probs
+    words = decode(tokens)
+    test = next(t for t in first.tests if t.start + t.length == 2 and not t.accepted)
+    return {"context": plan["prompt"], "kept": words[0], "p_kept": ps[0], "q_kept": qs[0],
+            "rejected": words[1], "p_rejected": ps[1], "q_rejected": qs[1], "h_rejected": test.accept_prob,
+            "tau": first.num_accepted}
 
 
 def step_texts() -> dict[int, tuple[str, str]]:
     """(title, markdown) of each step; the stepper numbers the titles itself."""
-    t = toy_numbers()
+    t = acceptance_numbers()
     qa, qb = TWO_TOKEN_TARGET
     pa, pb = TWO_TOKEN_DRAFT
     residual = [max(qa - pa, 0), max(qb - pb, 0)]
@@ -43,18 +49,21 @@ def step_texts() -> dict[int, tuple[str, str]]:
     shown = playground_values()
     tokens = tokens_shown(shown["alpha"], shown["playground K"], shown["playground L"])
     k1 = next(row for row in lossy_rows() if row[0] == 1)
+    after = f"{t['context']} {t['kept']}"
     return {
         1: ("Draft", f"""
 A small **draft** model guesses the next **L** tokens, one after another; a big **target** model will check them.
-In the Toy world, after *"{TOY_PROMPT}"* the draft gives *sat* probability p = {t['p_sat']:.3f} and *dog*
-p = {t['p_dog']:.3f}; the target gives them q = {t['q_sat']:.3f} and q = {t['q_dog']:.3f}. The draft is a blurred
-copy of the target: it agrees often, not always. With **K** drafts, the draft model guesses K such blocks.
+In the Toy world, after *"{t['context']}"* the draft's first guess in *try it* is *{t['kept']}*: the draft gives it
+p = {t['p_kept']:.3f}, the target q = {t['q_kept']:.3f}. The draft is a blurred copy of the target: it agrees often,
+not always. With **K** drafts, the draft model guesses K such blocks.
 *Try it* runs this in **Generate**: every *accepted* (✓) token of the output is a draft guess the target kept."""),
         2: ("Acceptance test", f"""
 The target scores all guesses in **one** call. A drafted token x is kept with probability
-**h = min(1, q(x) / p(x))**: *sat* is kept always (q / p = {t['q_sat'] / t['p_sat']:.2f} > 1), *dog* only
-{min(1, t['q_dog'] / t['p_dog']):.0%} of the time (q / p = {t['q_dog'] / t['p_dog']:.3f}). The first rejection ends
-the block; **tau** is the number of draft tokens kept. In the **Iteration explorer** hover a cell to see p, q and h."""),
+**h = min(1, q(x) / p(x))**. In *try it* (the run of step 1), *{t['kept']}* after *"{t['context']}"* is kept always
+(q / p = {t['q_kept'] / t['p_kept']:.3f} > 1); the next guess, *{t['rejected']}* after *"{after}"*, has
+q / p = {t['q_rejected'] / t['p_rejected']:.3f}, so it is kept only {t['h_rejected']:.0%} of the time, and here it is
+rejected. The first rejection ends the block; **tau** is the number of draft tokens kept (here {t['tau']}). In the
+**Iteration explorer** hover a cell to see p, q and h: each word's numbers depend on the words before it."""),
         3: ("Residual (correction)", f"""
 After a rejection the target draws one token itself, from the **residual** norm(max(q - p, 0)): the part of the
 target the draft under-proposes. On the two-token example (q = ({qa:.3f}, {qb:.3f}), p = ({pa:.3f}, {pb:.3f})) the
@@ -71,7 +80,7 @@ alpha = {shown['alpha']:g}, K = {shown['playground K']}, L = {shown['playground 
         5: ("The released rule is lossy", f"""
 Several drafts and block verification accept more, but only an **exact** rule keeps the target's distribution.
 The authors' released SpecTr-GBV rule does not: on the two-token example at K = 1, L = 2 its law of the first
-3 tokens is **{k1[4]:.3f}** away from the target's in total variation (the exact SpecTr-GBV: {k1[2]:.0e}, zero up to rounding).
+3 tokens is **{k1[4]:.3f}** away from the target's in total variation (the exact SpecTr-GBV: zero, up to rounding).
 Open **Fidelity** to see it in counts: the released rule's bars leave the sampling-noise band."""),
     }
 

@@ -3,8 +3,9 @@
 A step's values are keyed by control name (`controls` maps the names to the page's
 components); `press` is the run button of the view it opens, pressed once the values are in, so
 the view shows the step's example rather than waiting for a click. Where the text describes an
-event or quotes a number, the values are the ones that produce it: step 2 takes the first seed
-whose first iteration keeps a draft token and then rejects one, step 3 the first whose first
+event or quotes a number, the values are the ones that produce it: steps 1 and 2 take the first
+seed whose first iteration keeps a draft token the target wants more than the draft and then
+rejects one (their texts quote that iteration's p, q and h), step 3 the first whose first
 iteration ends in a correction token, and step 4's Playground settings give the tokens per call
 its text quotes (lesson.step_texts computes the text from `playground_values`).
 """
@@ -63,6 +64,28 @@ def correction_seed(pair_key: str, prompt: str, draft_length: int, least_kept: i
             return seed
 
 
+@lru_cache(maxsize=None)
+def acceptance_seed(pair_key: str, prompt: str, draft_length: int) -> int:
+    """The first seed whose first iteration (SD, one draft) keeps its first draft token, one the target
+    wants more than the draft (q / p > 1: kept always), then rejects the next (q / p < 1) and draws its
+    correction: the two cases of the acceptance test, one after the other (steps 1 and 2)."""
+    pair = get_pair(pair_key)
+    prompt_ids = pair.encode(prompt)
+    for seed in itertools.count():
+        first = first_iteration(_run(pair_key, prompt, draft_length, seed), pair, prompt_ids)
+        (ps,), (qs,) = first.draft_token_probs, first.target_token_probs
+        if first.final_kind == "correction" and first.num_accepted == 1 and qs[0] > ps[0] and qs[1] < ps[1]:
+            return seed
+
+
+def first_iteration(plan: dict, pair=None, prompt_ids=None):
+    """The first iteration of a step's run (what the explorer opens on)."""
+    pair = pair or get_pair(plan["pair"])
+    prompt_ids = pair.encode(plan["prompt"]) if prompt_ids is None else prompt_ids
+    config = settings(plan["K"], plan["L"], plan["T"], plan["tokens"], plan["seed"]).config(plan["method"])
+    return next(iter(decode_iterations(pair.target, pair.draft, prompt_ids, config)))
+
+
 def playground_values() -> dict:
     """Step 4's Playground: SD (K = 1) on the two-token example's alpha, L = 2."""
     return {"alpha": TWO_TOKEN_ALPHA, "playground K": 1, "playground L": 2}
@@ -71,9 +94,10 @@ def playground_values() -> dict:
 @lru_cache(maxsize=1)
 def try_its() -> dict[int, TryIt]:
     """Each step's "try it", by step."""
-    toy = _run(TOY_KEY, TOY_PROMPT, 3)
-    # step 2's iteration keeps a token, then rejects one (which ends the block); step 3's ends in a correction
-    rejected = _run(TOY_KEY, TOY_PROMPT, 3, correction_seed(TOY_KEY, TOY_PROMPT, 3, least_kept=1))
+    # steps 1 and 2 show the same run: its first iteration keeps a token the target wants more than the draft,
+    # then rejects one it wants less (which ends the block); step 3's ends in a correction
+    toy = _run(TOY_KEY, TOY_PROMPT, 3, acceptance_seed(TOY_KEY, TOY_PROMPT, 3))
+    rejected = toy
     correction = _run(TWO_TOKEN_KEY, TWO_TOKEN_PROMPT, 2, correction_seed(TWO_TOKEN_KEY, TWO_TOKEN_PROMPT, 2))
     shown = playground_values()
     released = {key: value for key, value in _run(TWO_TOKEN_KEY, TWO_TOKEN_PROMPT, 2).items()

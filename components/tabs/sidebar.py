@@ -5,9 +5,9 @@ from __future__ import annotations
 import gradio as gr
 
 from ..serving import limits
-from ..wiring import caps, share
+from ..wiring import caps, private, share
 from ..wiring.explorer_js import PRESENTATION_JS
-from ..wiring.inputs import DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, PAIR_CHOICES, compare_choices, default_compare, method_choices
+from ..wiring.inputs import DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, PAIR_CHOICES, compare_choices, default_compare, method_choices, prompt_for_pair
 from ..wiring.page import Sidebar
 from ..wiring.settings import MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE
 
@@ -46,6 +46,8 @@ def wire_events(page) -> None:
     # so a projector's first screen shows the chosen tab, and opens again when presentation mode ends.
     s.presentation.change(lambda on: gr.Accordion(open=not on), s.presentation, page.fold, js=PRESENTATION_JS,
                           api_visibility="private", queue=False)
+    # A pair the user picks gets a prompt it can read (a shared link or a lesson step sets both itself).
+    private.on(s.pair.input, prompt_for_pair, [s.pair, page.prompt], page.prompt, queue=False, show_progress="hidden")
     sweep, fidelity = page.tab_handles.sweep, page.tab_handles.fidelity
     caps.cap_controls(s.pair, s.method, s.num_drafts, s.draft_length, s.methods, sweep.values,
                       fidelity.num_runs, fidelity.num_tokens)

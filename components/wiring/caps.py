@@ -111,7 +111,8 @@ def cap_controls(pair, method, num_drafts, draft_length, methods, values, num_ru
     for control in (num_drafts, method):
         private.on(control.change, cap_draft_length, [num_drafts, method, draft_length], draft_length, **hidden)
     private.on(method.change, note_ignored_drafts, method, num_drafts, **hidden)
-    for control in (pair, method, num_drafts, draft_length, num_tokens):
+    # The pair's own change sets N to that pair's default (components.tabs.fidelity.runs_for_pair).
+    for control in (method, num_drafts, draft_length, num_tokens):
         private.on(control.change, cap_fidelity_runs, [pair, method, draft_length, num_tokens, num_runs, num_drafts],
                    num_runs, **hidden)
     private.on(methods.change, label_sweep_values, methods, values, **hidden)

@@ -6,7 +6,7 @@ examples), all read from the registries (spectr_gbv.pairs, spectr_gbv.methods)."
 from __future__ import annotations
 
 from spectr_gbv import AUTOREGRESSIVE, METHODS
-from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair, is_teaching
+from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair, is_teaching, pair_key_of
 
 from ..serving import limits
 from ..serving.limits import check_fits, check_prompt_tokens, fewest_iterations
@@ -44,6 +44,35 @@ EXAMPLES = [
     [TOY_KEY, "the cat"],
     [TWO_TOKEN_KEY, "A"],
 ]
+
+
+TEACHING_KEYS = [key for key, info in PAIRS.items() if info.teaching]
+
+
+def example_prompt(pair_key: str) -> str:
+    """A pair's own first example prompt; a model pair without one gets the default pair's."""
+    return next((text for key, text in EXAMPLES if key == pair_key), EXAMPLES[0][1])
+
+
+def _reads(pair_key: str, prompt: str) -> bool:
+    try:
+        get_pair(pair_key).encode(check_prompt(prompt))
+    except ValueError:
+        return False
+    return True
+
+
+def prompt_for_pair(pair_key, prompt):
+    """The prompt box when the user picks a pair: a teaching pair gets its own example unless it reads
+    the prompt already; a model pair gets the default prompt back in place of a teaching pair's
+    prompt (one a teaching pair reads); any other prompt stays as typed."""
+    key = pair_key_of(check_pair_key(pair_key))
+    text = prompt if isinstance(prompt, str) else ""
+    if is_teaching(key):
+        return text if _reads(key, text) else example_prompt(key)
+    if text.strip() and any(_reads(k, text) for k in TEACHING_KEYS):
+        return example_prompt(key)
+    return text
 
 
 def prepare(pair_key, prompt, progress=None):
