@@ -142,3 +142,20 @@ def test_a_teaching_pair_asks_for_no_gpu_and_a_model_pair_for_both_runs():
     assert race.race_cost(TOY_KEY, "the cat", "sd", K, L, 0.7, TOKENS, 0) is None
     runs = race.race_cost("default", "Hi", "spectr_gbv", K, L, 0.7, TOKENS, 0)
     assert [(run.num_drafts, run.draft_length, run.tokens) for run in runs] == [(0, 0, TOKENS), (K, L, TOKENS)]
+
+
+def test_at_the_page_defaults_the_default_pair_races_within_budget_and_starts_at_once():
+    """From the per-pair costs measured on a 2-core CPU (components.wiring.cost): the race at the
+    sidebar's defaults fits the share of the time budget the other views' defaults fit, and the
+    first turn of each side (each one's prefill and first target call) is well within 3 s."""
+    from components.serving import limits
+    from components.wiring import cost
+    from components.wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS
+    from spectr_gbv.pairs import DEFAULT_KEY
+
+    k, length, tokens = DEFAULT_SETTINGS
+    both = (cost.run_seconds(DEFAULT_KEY, "ar", k, length, tokens)
+            + cost.run_seconds(DEFAULT_KEY, DEFAULT_METHOD, k, length, tokens))
+    assert both <= cost.DEFAULT_FRACTION * limits.LIMITS.seconds
+    first = cost.pair_cost(DEFAULT_KEY)
+    assert 2 * first.prefill_s + first.step_s + cost.iteration_seconds(DEFAULT_KEY, k, length) < 3
