@@ -71,6 +71,7 @@ def playground_values() -> dict:
 @lru_cache(maxsize=1)
 def try_its() -> dict[int, TryIt]:
     """Each step's "try it", by step."""
+    from . import lesson_drafts  # it builds on this module's TryIt and prompt
     toy = _run(TOY_KEY, TOY_PROMPT, 3)
     # step 2's iteration keeps a token, then rejects one (which ends the block); step 3's ends in a correction
     rejected = _run(TOY_KEY, TOY_PROMPT, 3, correction_seed(TOY_KEY, TOY_PROMPT, 3, least_kept=1))
@@ -90,6 +91,7 @@ def try_its() -> dict[int, TryIt]:
                  f"L = {shown['playground L']}", shown, "playground"),
         5: TryIt(f"Try it: Fidelity, the released rule, two-token example, K = 1, L = {released['L']}", released,
                  "fidelity", "fidelity-button"),
+        lesson_drafts.STEP: lesson_drafts.try_it(),  # SpecTr with three drafts, in the explorer
     }
 
 
