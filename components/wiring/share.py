@@ -101,7 +101,7 @@ def link_query(pair, prompt, method, num_drafts, draft_length, temperature, seed
     `presentation`: the checkbox; `step`: the Lesson's step shown (its number, or "" when the page has none)."""
     raw = {"pair": pair, "prompt": prompt, "method": method, "K": num_drafts, "L": draft_length, "T": temperature,
            "seed": seed, "tab": TABS.get(str(tab_name).strip(), ""),
-           "present": {True: "1", False: "0"}.get(presentation, ""), "step": step}
+           "present": "1" if presentation is True else "0" if presentation is False else "", "step": step}
     text = {key: _as_text(value) for key, value in raw.items()}
     values, _ = read_link({key: value for key, value in text.items() if value != ""})
     ordered = {key: _as_text(values[key]) for key in KEYS if key in values}
