@@ -93,7 +93,10 @@ def test_the_handler_streams_a_frame_per_turn_with_bursts_outlined():
     assert 'data-tokens="0" data-target-calls="0"' in first
     # after the method's first call: a whole block arrived in one call, outlined as the fresh burst
     assert f'data-method="spectr_gbv" data-tokens="{L + 1}" data-target-calls="1"' in second
-    assert second.count("tok-fresh") == L + 1 and second.count("tok tok-accepted") == L
+    plain_lane, spec_lane = second.split('class="race-lane')[1:]
+    assert spec_lane.count("tok-fresh") == L + 1 and spec_lane.count("tok tok-accepted") == L
+    assert plain_lane.count("tok-fresh") == 1  # plain decoding's latest call: one token
+    assert "tok-fresh" not in frames[-1].board  # both finished: nothing outlined
     final = frames[-1]
     assert final.data["plain"]["target_calls"] == TOKENS and final.data["speculative"]["tokens"] == TOKENS
     assert final.data["first_to_finish"] == race.SPECULATIVE and final.data["stopped"] is None

@@ -24,7 +24,7 @@ class LaneView:
     seconds: float  # the time of its own turns
     total: int  # the tokens asked for
     finished_turn: int | None  # the turn it crossed the finish line on
-    fresh: bool  # whether its last target call happened on the latest turn (its burst is outlined)
+    fresh: bool  # whether its latest target call's tokens are outlined (while it races)
 
     @property
     def tokens(self) -> int:

@@ -51,7 +51,6 @@ class Lane:
     iterations: list[IterationRecord] = field(default_factory=list)
     seconds: float = 0.0
     finished_turn: int | None = None
-    last_turn: int = 0  # the turn of its latest target call
 
     @property
     def tokens(self) -> int:
@@ -95,7 +94,6 @@ class Race:
                 self.turn += 1
                 if it is not None:
                     lane.iterations.append(it)
-                    lane.last_turn = self.turn
                 if it is None or self._done(lane):
                     lane.finished_turn = self.turn
                 yield Turn(self.turn, lane.name)
@@ -114,7 +112,7 @@ class Race:
             label = "Plain decoding (AR)" if side == PLAIN else method_name(lane.config.method)
             views.append(LaneView(label, lane.config.method, self.record(side), lane.seconds,
                                   lane.config.max_new_tokens, lane.finished_turn,
-                                  fresh=lane.last_turn == self.turn and lane.last_turn > 0))
+                                  fresh=lane.finished_turn is None))  # its latest call outlined while it races
         return views
 
     def leader(self) -> str | None:
