@@ -81,8 +81,8 @@ def test_the_written_link_leaves_out_what_it_cannot_read():
 
 
 def test_every_tab_of_the_page_has_an_id():
-    assert set(TABS.values()) == {"generate", "explorer", "compare", "race", "sweep", "fidelity", "lesson", "playground",
-                                  "about"}
+    assert set(TABS.values()) == {"generate", "explorer", "compare", "race", "sweep", "fidelity", "lesson",
+                                  "playground", "about"}
 
 
 @settings(max_examples=200, deadline=None)
@@ -94,7 +94,7 @@ def test_any_link_gets_values_or_messages_never_an_exception(params):
     assert len(values) + len(problems) >= len(params) - 1  # K and L may share one message
 
 
-# ------------------------------------------------------------------ a class: presentation mode, the Lesson step, the tab
+# ------------------------------------------------------------- a class: presentation mode, the Lesson step, the tab
 
 
 @pytest.mark.parametrize("presentation, step, tab", [(True, 3, "Lesson"), (False, 1, "Race"), (True, None, "Generate")])
@@ -108,7 +108,8 @@ def test_the_link_round_trips_presentation_mode_the_lesson_step_and_the_tab(pres
 
 
 def test_a_link_names_presentation_mode_in_words_or_digits():
-    assert read_link({"present": "on", "step": "2", "tab": "lesson"})[0] == {"present": True, "step": 2, "tab": "lesson"}
+    assert read_link({"present": "on", "step": "2", "tab": "lesson"})[0] == {"present": True, "step": 2,
+                                                                            "tab": "lesson"}
     assert read_link({"present": "0"})[0] == {"present": False}
 
 
@@ -124,7 +125,8 @@ def test_restoring_a_class_link_sets_the_checkbox_the_step_and_the_tab():
     from components.wiring.share import restored
 
     order = ["pair", "prompt", "method", "K", "L", "T", "seed"]
-    *controls, tabs, present, step, note = restored({"pair": "toy", "present": "1", "step": "2", "tab": "lesson"}, order)
+    link = {"pair": "toy", "present": "1", "step": "2", "tab": "lesson"}
+    *controls, tabs, present, step, note = restored(link, order)
     assert controls[0]["value"] == "toy" and all(c == {"__type__": "update"} for c in controls[1:])
     assert present["value"] is True and step.selected == 2 and tabs.selected == "lesson"
     assert note["visible"] is False

@@ -100,7 +100,8 @@ class Race:
 
     def _done(self, lane: Lane) -> bool:
         last = lane.iterations[-1].emitted if lane.iterations else []
-        return lane.tokens >= lane.config.max_new_tokens or (self.eos is not None and bool(last) and last[-1] == self.eos)
+        at_eos = self.eos is not None and bool(last) and last[-1] == self.eos
+        return at_eos or lane.tokens >= lane.config.max_new_tokens
 
     def record(self, side: str):
         lane = self.lanes[side]

@@ -44,7 +44,8 @@ def start_class() -> ClassStart:
     """The button's handler: every setting of `class_settings` into its control."""
     chosen = class_settings()
     values = {name: gr.update(value=chosen[name]) for name in ("pair", "prompt", "method", "K", "L", "presentation")}
-    return ClassStart(**values, tabs=gr.Tabs(selected=chosen["tab"]), walkthrough=gr.Walkthrough(selected=chosen["step"]))
+    return ClassStart(**values, tabs=gr.Tabs(selected=chosen["tab"]),
+                      walkthrough=gr.Walkthrough(selected=chosen["step"]))
 
 
 def build() -> gr.Button:
