@@ -1,11 +1,11 @@
 """SpecTr-GBV Explorer: the Gradio app.
 
 The page is a sidebar of settings, a prompt, and one tab per view, each built and wired by
-its module in components/tabs/ (Generate, Iteration explorer, Compare, Sweep, Fidelity,
-Lesson, Playground, About). Handlers there are short: components.wiring.settings checks the
+its module in components/tabs/ (Generate, Iteration explorer, Compare, Race, Sweep,
+Fidelity, Lesson, Playground, About). Handlers there are short: components.wiring.settings checks the
 UI values, the library (spectr_gbv) produces run records, and the pure renderers in
 components/render/ turn records into HTML and Plotly figures. Serving in public (fair lines per visitor, ZeroGPU, budgets)
-is components/serving/. Public API endpoints: /generate, /compare, /sweep, /fidelity.
+is components/serving/. Public API endpoints: /generate, /compare, /race, /sweep, /fidelity.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from components.serving import gate, limits, logs, visitors
-from components.tabs import about, compare, explorer, fidelity, generate, lesson, playground, sidebar, sweep
-from components.wiring import screens, share
+from components.tabs import about, compare, explorer, fidelity, generate, lesson, playground, race, sidebar, sweep
+from components.wiring import classroom, screens, share
 from components.wiring.inputs import EXAMPLES
 from components.wiring.page import Page
 from components.render.text import LOSSY_NOTE
@@ -59,19 +59,25 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                                 info="Toy world: words the cat dog sat ran on mat . | Two-token example: A B")
         run_state = gr.State(None, time_to_live=limits.LIMITS.state_seconds)
         side = sidebar.build(default_pair)
+        with side.box:  # at the sidebar's end, under the link: the Lesson on a projector in one click
+            class_button = classroom.build()
         page = Page(demo, side, prompt, run_state, link_note, fold)
         with gr.Tabs(overflow_behavior="wrap", elem_id="main-tabs") as page.tabs:  # every tab visible by name
             generate.build(page)
             explorer.build(page)
             compare.build(page)
+            race.build(page)
             sweep.build(page)
             fidelity.build(page, default_pair)
             lesson.build(page)
             playground.build(page)
             about.build(page)
-        share.wire(demo, page.tabs, link_note, page.controls, *side.link_controls)  # ?pair=toy&K=2&tab=compare
+        # ?pair=toy&K=2&tab=compare, and a class's presentation mode and Lesson step (&present=1&step=3)
+        share.wire(demo, page.tabs, link_note, page.controls, *side.link_controls, presentation=side.presentation,
+                   walkthrough=page.tab_handles.lesson.walkthrough)
         screens.wire(demo, side.box)
-        for view in (generate, explorer, compare, sweep, fidelity, lesson, playground, sidebar):
+        classroom.wire(page, class_button)
+        for view in (generate, explorer, compare, race, sweep, fidelity, lesson, playground, sidebar):
             view.wire_events(page)
     return demo
 

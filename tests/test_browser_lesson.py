@@ -89,6 +89,9 @@ def shows_step(driver, step: int, plan) -> bool:
                 and (kept >= 1 if step == 2 else kept == 0) and "correction" in chart)
     if step == 4:
         return plan_tokens(plan) + " tokens per iteration" in driver.find_element(By.ID, "playground-summary").text
+    if step == 6:  # SpecTr with three drafts: draft 1 rejected, a later draft kept
+        text = caption(driver)
+        return text.startswith("Iteration 1:") and "accepted from draft" in text and "E[tau | drafts]" in text
     return "noise band" in fidelity_title(driver)
 
 
@@ -98,7 +101,7 @@ def plan_tokens(plan) -> str:
 
 # The element of each step's content that must start on the first screen.
 ON_FIRST_SCREEN = {1: "#generate-output .tok-accepted", 2: "#draft-grid .grid-caption", 3: "#draft-grid td.grid-final",
-                   4: "#playground-summary", 5: "#fidelity-header"}
+                   4: "#playground-summary", 5: "#fidelity-header", 6: "#draft-grid .grid-caption"}
 
 
 @pytest.mark.parametrize("width, height, presentation", SIZES)

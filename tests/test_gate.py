@@ -108,11 +108,12 @@ SIGNATURES = {
     "/sweep": "/sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, "
               "max_new_tokens, seed, repeats)",
     "/fidelity": "/fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens)",
+    "/race": "/race(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed)",
 }
 
 
 @pytest.mark.parametrize("endpoint, count", [("/generate", 7), ("/generate", 0), ("/generate", 9), ("/compare", 9),
-                                             ("/sweep", 5), ("/fidelity", 3)])
+                                             ("/sweep", 5), ("/fidelity", 3), ("/race", 4)])
 def test_a_wrong_number_of_arguments_names_the_signature(served, endpoint, count):
     url, _, _ = served
     ok, message = call(url, endpoint, ["toy"] * count, headers={"X-Forwarded-For": f"192.0.2.{count + 10}"})

@@ -23,7 +23,7 @@ from raw_api import call, join, run
 
 pytestmark = pytest.mark.slow
 
-PUBLIC = {"generate", "compare", "sweep", "fidelity"}
+PUBLIC = {"generate", "compare", "race", "sweep", "fidelity"}
 JUNK = {  # each makes the arguments of an event taking n inputs
     "None": lambda n: [None] * n,
     "nested lists": lambda n: [[[1, [2, "x"]], []]] * n,
@@ -118,7 +118,9 @@ def test_the_real_values_still_work_without_gradios_preprocessing(server):
     assert "at most 8" in answer_of("label_sweep_values", [[]])[0]["label"]  # none ticked: the label for one method
     assert answer_of("load_example", [5]) == [{"value": "two-token", "__type__": "update"},
                                              {"value": "A", "__type__": "update"}]
-    assert answer_of("link_query", ["toy", "the cat", "sd", 2, 3, 0.7, 4, "Compare"])[0].startswith("?pair=toy")
+    link = answer_of("link_query", ["toy", "the cat", "sd", 2, 3, 0.7, 4, True, "2", "Lesson"])[0]
+    assert link.startswith("?pair=toy") and link.endswith("&tab=lesson&present=1&step=2")
+    assert answer_of("start_class", [])[0] == {"value": "toy", "__type__": "update"}
     assert "Generate something first" in answer_of("show_iteration", [None, 3])[0]  # no run in this session yet
     assert answer_of("repeats_for_pair", ["toy", ["sd", "gbv"]]) == [3]  # the Toy world fits the most repeats
     assert answer_of("values_for_axis", ["toy", "L", ["sd"]]) == ["1, 2, 4, 8"]

@@ -41,6 +41,9 @@ def test_tabs_by_id_or_by_name_and_pairs_by_label():
     ({"prompt": "   "}, "the prompt is empty"),
     ({"colour": "red"}, "unknown link parameter 'colour' ignored"),
     ({"prompt": "x" * 5000}, "at most 4000 characters"),
+    ({"present": "maybe"}, "presentation mode must be 1 or 0"),
+    ({"step": "0"}, "the lesson step must be in [1, "),
+    ({"step": "two"}, "the lesson step must be a number"),
 ])
 def test_a_bad_value_is_named_and_dropped(params, named):
     values, problems = read_link(params)
@@ -64,7 +67,7 @@ def test_a_block_over_the_server_limit_keeps_the_default_k_and_l():
 
 
 def test_the_written_link_restores_the_settings():
-    query = link_query("toy", "the cat sat", "spectr_gbv", 4.0, 3.0, 0.55, 7.0, "Compare")
+    query = link_query("toy", "the cat sat", "spectr_gbv", 4.0, 3.0, 0.55, 7.0, tab_name="Compare")
     assert query.startswith("?")
     values, problems = read_link(dict(parse_qsl(query[1:])))
     assert problems == []
@@ -73,12 +76,13 @@ def test_the_written_link_restores_the_settings():
 
 
 def test_the_written_link_leaves_out_what_it_cannot_read():
-    query = link_query("toy", "", "sd", None, 3, 0.7, 0, "no such tab")
+    query = link_query("toy", "", "sd", None, 3, 0.7, 0, tab_name="no such tab")
     assert dict(parse_qsl(query[1:])) == {"pair": "toy", "method": "sd", "L": "3", "T": "0.7", "seed": "0"}
 
 
 def test_every_tab_of_the_page_has_an_id():
-    assert set(TABS.values()) == {"generate", "explorer", "compare", "sweep", "fidelity", "lesson", "playground", "about"}
+    assert set(TABS.values()) == {"generate", "explorer", "compare", "race", "sweep", "fidelity", "lesson",
+                                  "playground", "about"}
 
 
 @settings(max_examples=200, deadline=None)
@@ -88,3 +92,67 @@ def test_any_link_gets_values_or_messages_never_an_exception(params):
     values, problems = read_link(params)
     assert set(values) <= set(KEYS)
     assert len(values) + len(problems) >= len(params) - 1  # K and L may share one message
+
+
+# ------------------------------------------------------------- a class: presentation mode, the Lesson step, the tab
+
+
+@pytest.mark.parametrize("presentation, step, tab", [(True, 3, "Lesson"), (False, 1, "Race"), (True, None, "Generate")])
+def test_the_link_round_trips_presentation_mode_the_lesson_step_and_the_tab(presentation, step, tab):
+    query = link_query("toy", "the cat", "sd", 1, 3, 1.0, 0, presentation=presentation,
+                       step="" if step is None else str(step), tab_name=tab)
+    values, problems = read_link(dict(parse_qsl(query[1:])))
+    assert problems == []
+    assert values["present"] is presentation and values["tab"] == TABS[tab]
+    assert values.get("step") == step
+
+
+def test_a_link_names_presentation_mode_in_words_or_digits():
+    assert read_link({"present": "on", "step": "2", "tab": "lesson"})[0] == {"present": True, "step": 2,
+                                                                            "tab": "lesson"}
+    assert read_link({"present": "0"})[0] == {"present": False}
+
+
+def test_a_link_can_name_every_step_of_the_lesson_and_no_more():
+    from components.tabs import lesson
+
+    last_step = max(lesson.step_texts())
+    assert read_link({"step": str(last_step)})[0] == {"step": last_step}
+    assert read_link({"step": str(last_step + 1)})[0] == {}
+
+
+def test_restoring_a_class_link_sets_the_checkbox_the_step_and_the_tab():
+    from components.wiring.share import restored
+
+    order = ["pair", "prompt", "method", "K", "L", "T", "seed"]
+    link = {"pair": "toy", "present": "1", "step": "2", "tab": "lesson"}
+    *controls, tabs, present, step, note = restored(link, order)
+    assert controls[0]["value"] == "toy" and all(c == {"__type__": "update"} for c in controls[1:])
+    assert present["value"] is True and step.selected == 2 and tabs.selected == "lesson"
+    assert note["visible"] is False
+
+
+def test_start_a_class_sets_the_toy_world_sd_k1_l3_presentation_and_opens_the_lesson():
+    from components.tabs.lesson_try import TOY_PROMPT
+    from components.wiring.classroom import start_class
+
+    started = start_class()
+    assert started.pair["value"] == "toy" and started.prompt["value"] == TOY_PROMPT
+    assert started.method["value"] == "sd" and started.K["value"] == 1 and started.L["value"] == 3
+    assert started.presentation["value"] is True
+    assert started.tabs.selected == "lesson" and started.walkthrough.selected == 1
+
+
+def test_the_class_button_is_on_the_page_and_sets_those_controls():
+    import app
+    import gradio as gr
+
+    demo = app.build_demo(default_pair="toy", default_prompt="the cat")
+    button = next(b for b in demo.blocks.values() if isinstance(b, gr.Button) and b.elem_id == "start-class")
+    click = next(fn for fn in demo.fns.values() if any(t[0] is button for t in fn.targets) or
+                 any(getattr(t[0], "_id", t[0]) == button._id for t in fn.targets))
+    labels = [getattr(block, "label", None) for block in click.outputs]
+    assert "Model pair" in labels and "Prompt" in labels and "K (drafts)" in labels and "L (draft length)" in labels
+    assert any(isinstance(block, gr.Tabs) for block in click.outputs)
+    assert any(isinstance(block, gr.Walkthrough) for block in click.outputs)
+    assert any(isinstance(block, gr.Checkbox) and block.elem_id == "presentation-mode" for block in click.outputs)

@@ -62,7 +62,7 @@ def test_the_explorer_json_has_no_bare_null():
 
 def test_the_lessons_numbers_are_the_exact_ones():
     texts = lesson.step_texts()
-    assert list(texts) == [1, 2, 3, 4, 5]
+    assert list(texts) == [1, 2, 3, 4, 5, 6]
     q, p = (Fraction(1, 3), Fraction(2, 3)), (Fraction(2, 3), Fraction(1, 3))
     assert TWO_TOKEN_TARGET == tuple(map(float, q)) and TWO_TOKEN_DRAFT == tuple(map(float, p))
     assert f"{float(p[0] * min(1, q[0] / p[0])):.3f} = q(A)" in texts[3][1]  # exactness: p(A) h(A) = q(A)
@@ -82,7 +82,7 @@ def test_the_lessons_numbers_are_the_exact_ones():
 
 def test_each_lesson_step_sets_a_run_that_shows_it():
     plans = lesson_try.try_its()
-    assert list(plans) == [1, 2, 3, 4, 5]
+    assert list(plans) == [1, 2, 3, 4, 5, 6]
     for step, plan in plans.items():
         v = plan.values
         if "pair" in v:  # a model run: valid settings, and the view's own run button pressed
@@ -90,7 +90,8 @@ def test_each_lesson_step_sets_a_run_that_shows_it():
             inputs.get_pair(v["pair"]).encode(v["prompt"])
             assert v["method"] in METHODS and plan.press in {"generate-button", "fidelity-button"}
         assert plan.tab in {"generate", "explorer", "playground", "fidelity"}
-    assert [plans[s].tab for s in (1, 2, 3, 4, 5)] == ["generate", "explorer", "explorer", "playground", "fidelity"]
+    assert [plans[s].tab for s in (1, 2, 3, 4, 5, 6)] == ["generate", "explorer", "explorer", "playground", "fidelity",
+                                                          "explorer"]
     assert plans[5].values["method"] == "spectr_gbv_released" and plans[4].press is None
 
 

@@ -46,16 +46,25 @@ def output_token_html(text: str) -> str:
     return html.escape(text)
 
 
-def provenance_html(run: RunRecord, token_text: Callable[[list[int]], list[str]], legend: bool = True) -> str:
+FRESH_OUTLINE = "outline:2px solid #1a1a1a;outline-offset:1px"  # the tokens of the latest target call (the Race)
+
+
+def provenance_html(run: RunRecord, token_text: Callable[[list[int]], list[str]], legend: bool = True,
+                    fresh: bool = False) -> str:
+    """The output, each token coloured by its kind; `fresh`: the last iteration's tokens (the burst one
+    target call just emitted) outlined and marked `tok-fresh`."""
     spans = []
+    last = run.iterations[-1].index if (fresh and run.iterations) else None
     for it in run.iterations:
+        new = " tok-fresh" if it.index == last else ""
+        outline = f";{FRESH_OUTLINE}" if new else ""
         for token, kind in zip(token_text(it.emitted), it.token_kinds):
             # data-iteration: a click opens this iteration in the explorer (app.py's output listener).
             spans.append(
-                f'<span class="tok tok-{kind}" data-iteration="{it.index + 1}" '
+                f'<span class="tok tok-{kind}{new}" data-iteration="{it.index + 1}" '
                 f'title="iteration {it.index + 1}: {KIND_NAMES[kind]} (click: open it in the explorer)" '
-                f'style="{KINDS[kind].css()};padding:1px 2px;margin:0 1px;border-radius:3px;white-space:pre-wrap">'
-                f"{output_token_html(token)}</span>"
+                f'style="{KINDS[kind].css()};padding:1px 2px;margin:0 1px;border-radius:3px;white-space:pre-wrap'
+                f'{outline}">{output_token_html(token)}</span>'
             )
     body = f'<div class="provenance">{"<wbr>".join(spans)}</div>'
     return body + legend_html() if legend else body

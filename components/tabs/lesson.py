@@ -17,7 +17,7 @@ import gradio as gr
 
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET, decode
 
-from . import lesson_try
+from . import lesson_drafts, lesson_try
 from .about import lossy_rows
 from .lesson_try import playground_values
 from .playground import tokens_shown
@@ -82,6 +82,7 @@ Several drafts and block verification accept more, but only an **exact** rule ke
 The authors' released SpecTr-GBV rule does not: on the two-token example at K = 1, L = 2 its law of the first
 3 tokens is **{k1[4]:.3f}** away from the target's in total variation (the exact SpecTr-GBV: zero, up to rounding).
 Open **Fidelity** to see it in counts: the released rule's bars leave the sampling-noise band."""),
+        lesson_drafts.STEP: lesson_drafts.step(),  # why a second draft helps (components.tabs.lesson_drafts)
     }
 
 

@@ -94,6 +94,7 @@ def playground_values() -> dict:
 @lru_cache(maxsize=1)
 def try_its() -> dict[int, TryIt]:
     """Each step's "try it", by step."""
+    from . import lesson_drafts  # it builds on this module's TryIt and prompt
     # steps 1 and 2 show the same run: its first iteration keeps a token the target wants more than the draft,
     # then rejects one it wants less (which ends the block); step 3's ends in a correction
     toy = _run(TOY_KEY, TOY_PROMPT, 3, acceptance_seed(TOY_KEY, TOY_PROMPT, 3))
@@ -114,6 +115,7 @@ def try_its() -> dict[int, TryIt]:
                  f"L = {shown['playground L']}", shown, "playground"),
         5: TryIt(f"Try it: Fidelity, the released rule, two-token example, K = 1, L = {released['L']}", released,
                  "fidelity", "fidelity-button"),
+        lesson_drafts.STEP: lesson_drafts.try_it(),  # SpecTr with three drafts, in the explorer
     }
 
 

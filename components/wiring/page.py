@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # types only: the tabs import this module, never the other wa
     from ..tabs.generate import GenerateTab
     from ..tabs.lesson import LessonTab
     from ..tabs.playground import PlaygroundTab
+    from ..tabs.race import RaceTab
     from ..tabs.sweep import SweepTab
 
 
@@ -50,6 +51,7 @@ class TabHandles:
     fidelity: FidelityTab | None = None
     lesson: LessonTab | None = None
     playground: PlaygroundTab | None = None
+    race: RaceTab | None = None
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Shareable links: URL query parameters that restore pair, prompt, method, K, L, T, seed and tab.
+"""Shareable links: URL query parameters that restore pair, prompt, method, K, L, T, seed and tab,
+presentation mode (`present`) and the Lesson's step (`step`), so a class opens as it was left.
 
 `read_link` turns a link's parameters into settings and a message for each value it could not
 use (that setting keeps its default: a link never breaks the page). `link_query` writes the
@@ -19,11 +20,12 @@ from . import private
 from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_method, check_prompt, number, shown
 
 # Tab names as the page shows them -> the ids of app.build_demo's tabs (a link names the id).
-TABS = {"Generate": "generate", "Iteration explorer": "explorer", "Compare": "compare", "Sweep": "sweep",
-        "Fidelity": "fidelity", "Lesson": "lesson", "Playground": "playground", "About": "about"}
+TABS = {"Generate": "generate", "Iteration explorer": "explorer", "Compare": "compare", "Race": "race",
+        "Sweep": "sweep", "Fidelity": "fidelity", "Lesson": "lesson", "Playground": "playground", "About": "about"}
 NUMBERS = {"K": ("K (drafts)", 1, MAX_DRAFTS, True), "L": ("L (draft length)", 1, MAX_DRAFT_LENGTH, True),
            "T": ("T (temperature)", 0, MAX_TEMPERATURE, False), "seed": ("seed", 0, 2**31 - 1, True)}
-KEYS = ("pair", "prompt", "method", *NUMBERS, "tab")
+KEYS = ("pair", "prompt", "method", *NUMBERS, "tab", "present", "step")
+FLAGS = {"1": True, "on": True, "true": True, "yes": True, "0": False, "off": False, "false": False, "no": False}
 MAX_VALUE_CHARS = 4000
 
 
@@ -40,6 +42,19 @@ def _tab(value: str) -> str:
     if value.lower() not in ids:
         raise ValueError(f"unknown tab {shown(value)}; one of: {', '.join(TABS.values())}")
     return ids[value.lower()]
+
+
+def _flag(value: str) -> bool:
+    if value.strip().lower() not in FLAGS:
+        raise ValueError(f"presentation mode must be 1 or 0 (on or off), got {shown(value)}")
+    return FLAGS[value.strip().lower()]
+
+
+def lesson_steps() -> int:
+    """How many steps the Lesson has (read from its try-its, one per step)."""
+    from ..tabs import lesson_try  # the tab's plans; imported here: this module is imported while the tabs are
+
+    return len(lesson_try.try_its())
 
 
 def read_link(params: Mapping[str, object]) -> tuple[dict[str, object], list[str]]:
@@ -62,6 +77,10 @@ def read_link(params: Mapping[str, object]) -> tuple[dict[str, object], list[str
                 values[key] = check_prompt(raw)
             elif key == "method":
                 values[key] = check_method(raw)
+            elif key == "present":
+                values[key] = _flag(raw)
+            elif key == "step":
+                values[key] = number("the lesson step", raw, 1, lesson_steps(), True)
             else:
                 values[key] = _tab(raw)
         except ValueError as error:
@@ -75,10 +94,14 @@ def read_link(params: Mapping[str, object]) -> tuple[dict[str, object], list[str
     return values, problems
 
 
-def link_query(pair, prompt, method, num_drafts, draft_length, temperature, seed, tab_name) -> str:
-    """'?pair=...&...' for the current settings (what the page shows; a value it cannot read is left out)."""
+def link_query(pair, prompt, method, num_drafts, draft_length, temperature, seed, presentation=None, step=None,
+               tab_name=None) -> str:
+    """'?pair=...&...' for the current settings (what the page shows; a value it cannot read is left out).
+
+    `presentation`: the checkbox; `step`: the Lesson's step shown (its number, or "" when the page has none)."""
     raw = {"pair": pair, "prompt": prompt, "method": method, "K": num_drafts, "L": draft_length, "T": temperature,
-           "seed": seed, "tab": TABS.get(str(tab_name).strip(), "")}
+           "seed": seed, "tab": TABS.get(str(tab_name).strip(), ""),
+           "present": "1" if presentation is True else "0" if presentation is False else "", "step": step}
     text = {key: _as_text(value) for key, value in raw.items()}
     values, _ = read_link({key: value for key, value in text.items() if value != ""})
     ordered = {key: _as_text(values[key]) for key in KEYS if key in values}
@@ -86,6 +109,8 @@ def link_query(pair, prompt, method, num_drafts, draft_length, temperature, seed
 
 
 def _as_text(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return "" if value is None else str(value)
@@ -97,11 +122,14 @@ def note_markdown(problems: list[str]) -> str:
     return "**This link had values the app could not use:**\n" + "\n".join(f"* {p}" for p in problems)
 
 
-# The current tab is read from the page (a tab has no value of its own); the link is then
-# completed with the page's own address, put into the address bar and copied when allowed.
+# The current tab and the Lesson's step are read from the page (neither has a value of its own); the
+# link is then completed with the page's own address, put into the address bar and copied when allowed.
 SELECTED_TAB_JS = """(...values) => {
-  const tab = document.querySelector("button[role='tab'][aria-selected='true']");
+  const tab = document.querySelector("#main-tabs button[role='tab'][aria-selected='true']")
+    || document.querySelector("button[role='tab'][aria-selected='true']");
   values[values.length - 1] = tab ? tab.textContent.trim() : "";
+  const steps = [...document.querySelectorAll("[id^='lesson-step-']")].filter((e) => e.offsetParent !== null);
+  values[values.length - 2] = steps.length ? steps[0].id.replace("lesson-step-", "") : "";
   return values;
 }"""
 COMPLETE_LINK_JS = """(query) => {
@@ -112,29 +140,41 @@ COMPLETE_LINK_JS = """(query) => {
 }"""
 
 
-def build_link_controls() -> tuple[gr.Button, gr.Textbox, gr.Textbox]:
-    """The copy-link button, the link it writes, and the hidden box the current tab's name travels in."""
+def build_link_controls() -> tuple[gr.Button, gr.Textbox, gr.Textbox, gr.Textbox]:
+    """The copy-link button, the link it writes, and the hidden boxes the current tab's name and the
+    Lesson's step travel in."""
     button = gr.Button("Copy a link to these settings", size="sm", elem_id="copy-link")
     link = gr.Textbox(label="Link to these settings", interactive=False, buttons=["copy"], elem_id="share-link",
                       placeholder="press the button above")
     tab_name = gr.Textbox(visible=False)
-    return button, link, tab_name
+    step_name = gr.Textbox(visible=False)
+    return button, link, tab_name, step_name
 
 
-def wire(demo: gr.Blocks, tabs: gr.Tabs, note: gr.Markdown, controls: dict, button, link, tab_name) -> None:
+def restored(params: Mapping[str, object], order: list[str]) -> tuple:
+    """The updates a link's parameters make: the controls in `order`, the tabs, presentation mode, the
+    Lesson's step, and the note on what the link could not set."""
+    values, problems = read_link(params)
+    updates = [gr.update(value=values[k]) if k in values else gr.skip() for k in order]
+    selected = gr.Tabs(selected=values["tab"]) if "tab" in values else gr.skip()
+    present = gr.update(value=values["present"]) if "present" in values else gr.skip()
+    step = gr.Walkthrough(selected=values["step"]) if "step" in values else gr.skip()
+    return *updates, selected, present, step, gr.update(value=note_markdown(problems), visible=bool(problems))
+
+
+def wire(demo: gr.Blocks, tabs: gr.Tabs, note: gr.Markdown, controls: dict, button, link, tab_name, step_name,
+         presentation: gr.Checkbox, walkthrough: gr.Walkthrough) -> None:
     """Restore settings from the page's link when it opens; write the link when the button is pressed.
 
-    `controls` maps "pair", "prompt", "method", "K", "L", "T" and "seed" to their components."""
+    `controls` maps "pair", "prompt", "method", "K", "L", "T" and "seed" to their components;
+    `presentation` is the presentation-mode checkbox and `walkthrough` the Lesson's stepper."""
     order = ["pair", "prompt", "method", "K", "L", "T", "seed"]
+    settings = [controls[k] for k in order]
 
     def restore(request: gr.Request):
-        params = dict(request.query_params) if request is not None else {}
-        values, problems = read_link(params)
-        updates = [gr.update(value=values[k]) if k in values else gr.skip() for k in order]
-        selected = gr.Tabs(selected=values["tab"]) if "tab" in values else gr.skip()
-        return *updates, selected, gr.update(value=note_markdown(problems), visible=bool(problems))
+        return restored(dict(request.query_params) if request is not None else {}, order)
 
-    private.on(demo.load, restore, None, [*(controls[k] for k in order), tabs, note], queue=False)
+    private.on(demo.load, restore, None, [*settings, tabs, presentation, walkthrough, note], queue=False)
     # The link is completed in the browser only (no Python function: the gate refuses it over the API).
-    private.on(button.click, link_query, [*(controls[k] for k in order), tab_name], link, js=SELECTED_TAB_JS,
+    private.on(button.click, link_query, [*settings, presentation, step_name, tab_name], link, js=SELECTED_TAB_JS,
                queue=False).then(None, link, link, js=COMPLETE_LINK_JS, api_visibility="private")

@@ -1,0 +1,64 @@
+"""Pure: the Race's two lanes -> HTML (each side's text coloured by provenance, its live numbers, the finish)."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Callable
+
+from spectr_gbv.records import RunRecord
+
+from .palette import is_lossy, method_colour
+from .text import legend_html, provenance_html
+
+FINISH_FLAG = "🏁"
+
+
+@dataclass(frozen=True)
+class LaneView:
+    """What a lane shows: its name, its method (for the colour), the run so far and its numbers."""
+
+    label: str
+    method: str
+    record: RunRecord
+    seconds: float  # the time of its own turns
+    total: int  # the tokens asked for
+    finished_turn: int | None  # the turn it crossed the finish line on
+    fresh: bool  # whether its latest target call's tokens are outlined (while it races)
+
+    @property
+    def tokens(self) -> int:
+        return len(self.record.tokens)
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        return self.tokens / self.seconds if self.seconds > 0 and self.tokens else None
+
+
+def stats_line(lane: LaneView) -> str:
+    rate = f"{lane.tokens_per_second:.1f} tokens/s" if lane.tokens_per_second is not None else "– tokens/s"
+    parts = [f"{lane.tokens} / {lane.total} tokens", f"{lane.record.target_calls} target calls", rate]
+    if lane.finished_turn is not None:
+        parts.append(f"{FINISH_FLAG} finished on turn {lane.finished_turn}")
+    return " · ".join(parts)
+
+
+def lane_html(lane: LaneView, token_text: Callable[[list[int]], list[str]]) -> str:
+    colour = method_colour(lane.method)
+    body = provenance_html(lane.record, token_text, legend=False, fresh=lane.fresh)
+    body = body.replace(" (click: open it in the explorer)", "")  # the Race has no explorer to open
+    done = " race-finished" if lane.finished_turn is not None else ""
+    return (f'<div class="race-lane{done}" data-method="{html.escape(lane.method)}" data-tokens="{lane.tokens}" '
+            f'data-target-calls="{lane.record.target_calls}" style="flex:1;min-width:240px;border:1px solid #ddd;'
+            f'border-left:6px {"dashed" if is_lossy(lane.method) else "solid"} {colour};border-radius:6px;padding:8px">'
+            f'<h4 style="margin:0 0 4px 0">{html.escape(lane.label)}</h4>'
+            f'<div class="race-stats" style="font-size:14px;margin-bottom:6px">{html.escape(stats_line(lane))}</div>'
+            f"{body}</div>")
+
+
+def race_html(lanes: list[LaneView], token_text: Callable[[list[int]], list[str]], note: str = "") -> str:
+    """Both lanes side by side, the kinds' legend under them, and `note` (plain text) above."""
+    top = f'<div class="race-note" style="margin-bottom:6px">{html.escape(note)}</div>' if note else ""
+    columns = "".join(lane_html(lane, token_text) for lane in lanes)
+    return (f'{top}<div class="race-row" style="display:flex;gap:10px;flex-wrap:wrap">{columns}</div>'
+            + legend_html())

@@ -1,0 +1,249 @@
+"""The Race tab: plain decoding and a chosen method on the same prompt, streamed side by side.
+
+Fairness: the two sides take turns, one target call each, in one generator on one thread
+(`Race.turns`): plain decoding's turn is one target call (one token), the method's turn is one
+target call too (its drafts, the call that scores them, the verdict), which emits a burst of
+tokens when drafts are kept. A side that has finished sits its turns out. Each side's tokens/s
+counts the time of its own turns only, so neither side's number includes the other's work.
+Both sides use `decode_iterations`, the engine Generate streams, with the same settings and seed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import gradio as gr
+
+from spectr_gbv import AUTOREGRESSIVE
+from spectr_gbv.config import DecodeConfig
+from spectr_gbv.engine import decode_iterations, run_record
+from spectr_gbv.records import IterationRecord
+
+from ..serving import gpu, visitors
+from ..serving.limits import Budget, BudgetSpent
+from ..wiring import private
+from ..wiring.budget_stops import budget_stop
+from ..wiring.errors import translate_error, user_errors
+from ..wiring.inputs import DEFAULT_METHOD, check_runs_fit, compare_choices, prepare
+from ..wiring.outputs import NamedOutputs, skip
+from ..wiring.run_events import back_to_idle, run_events
+from ..wiring.runs import STOPS, Stop, header_line, method_name
+from ..wiring.settings import check_method, settings
+from ..render.race import LaneView, race_html
+from . import generate
+
+PLAIN, SPECULATIVE = "plain", "speculative"
+FAIRNESS = ("**The two sides take turns, one model call each, on one thread.** A turn of plain decoding is one "
+            "target call: one token. A turn of the method is one target call too: its drafts, one call of the "
+            "target that scores them all, and the verdict, which keeps a burst of tokens when drafts are accepted "
+            "(outlined as it arrives). Each side's tokens/s counts the time of its own turns only. Stop ends both.")
+
+
+@dataclass
+class Lane:
+    """One side of the race so far: its iterations, the time of its turns, the turn it finished on."""
+
+    name: str
+    config: DecodeConfig
+    steps: Iterator[IterationRecord]
+    iterations: list[IterationRecord] = field(default_factory=list)
+    seconds: float = 0.0
+    finished_turn: int | None = None
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(it.emitted) for it in self.iterations)
+
+    @property
+    def target_calls(self) -> int:
+        return len(self.iterations)
+
+
+@dataclass(frozen=True)
+class Turn:
+    number: int  # 1, 2, ...: turns of both sides together
+    side: str  # PLAIN or SPECULATIVE
+
+
+class Race:
+    """Plain decoding against `method_config.method`, one target call each in turn (plain first)."""
+
+    def __init__(self, target, draft, prompt_ids: Sequence[int], plain_config: DecodeConfig,
+                 method_config: DecodeConfig, clock: Callable[[], float] = time.perf_counter):
+        self.prompt_ids, self.eos, self.clock = list(prompt_ids), target.eos_token_id, clock
+        self.lanes = {PLAIN: Lane(PLAIN, plain_config, decode_iterations(target, None, prompt_ids, plain_config)),
+                      SPECULATIVE: Lane(SPECULATIVE, method_config,
+                                        decode_iterations(target, draft, prompt_ids, method_config))}
+        self.turn = 0
+
+    @property
+    def finished(self) -> bool:
+        return all(lane.finished_turn is not None for lane in self.lanes.values())
+
+    def turns(self) -> Iterator[Turn]:
+        """Advance the sides alternately, one target call a turn; yield after every turn."""
+        while not self.finished:
+            for lane in self.lanes.values():
+                if lane.finished_turn is not None:
+                    continue
+                start = self.clock()
+                it = next(lane.steps, None)
+                lane.seconds += self.clock() - start
+                self.turn += 1
+                if it is not None:
+                    lane.iterations.append(it)
+                if it is None or self._done(lane):
+                    lane.finished_turn = self.turn
+                yield Turn(self.turn, lane.name)
+
+    def _done(self, lane: Lane) -> bool:
+        last = lane.iterations[-1].emitted if lane.iterations else []
+        at_eos = self.eos is not None and bool(last) and last[-1] == self.eos
+        return at_eos or lane.tokens >= lane.config.max_new_tokens
+
+    def record(self, side: str):
+        lane = self.lanes[side]
+        return run_record(lane.config, self.prompt_ids, lane.iterations, self.eos)
+
+    def views(self) -> list[LaneView]:
+        views = []
+        for side, lane in self.lanes.items():
+            label = "Plain decoding (AR)" if side == PLAIN else method_name(lane.config.method)
+            views.append(LaneView(label, lane.config.method, self.record(side), lane.seconds,
+                                  lane.config.max_new_tokens, lane.finished_turn,
+                                  fresh=lane.finished_turn is None))  # its latest call outlined while it races
+        return views
+
+    def leader(self) -> str | None:
+        """Who crossed the finish line in fewer target calls: PLAIN, SPECULATIVE, "tie", or None while open.
+
+        A side that has finished leads once the other has made as many calls without finishing (the
+        sides alternate, so the other may still finish on the call of the same round)."""
+        plain, spec = self.lanes[PLAIN], self.lanes[SPECULATIVE]
+        for side, lane, other in ((SPECULATIVE, spec, plain), (PLAIN, plain, spec)):
+            if lane.finished_turn is None:
+                continue
+            if (other.finished_turn is None and other.target_calls >= lane.target_calls) or (
+                    other.finished_turn is not None and lane.target_calls < other.target_calls):
+                return side
+        return "tie" if self.finished else None
+
+    def summary(self) -> dict:
+        sides = {}
+        for view, (side, lane) in zip(self.views(), self.lanes.items()):
+            sides[side] = {"method": lane.config.method, "tokens": view.tokens, "target_calls": lane.target_calls,
+                           "seconds": lane.seconds, "tokens_per_second": view.tokens_per_second,
+                           "finished_turn": lane.finished_turn,
+                           "block_efficiency": view.record.block_efficiency}
+        return {"turns": self.turn, "first_to_finish": self.leader(), **sides}
+
+
+def race_cost(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed, *_, **__):
+    """The GPU time a race asks for on ZeroGPU: a plain run and a run of the method (None: no model)."""
+    plain = gpu.generate_cost(pair_key, prompt, AUTOREGRESSIVE, num_drafts, draft_length, temperature,
+                              max_new_tokens, seed)
+    if plain is None:
+        return None
+    return plain + gpu.generate_cost(pair_key, prompt, method, num_drafts, draft_length, temperature,
+                                     max_new_tokens, seed)
+
+
+@dataclass
+class Raced(NamedOutputs):
+    board: object = skip()  # both sides' texts and numbers
+    line: object = skip()  # the header: pair, method, K, L, T, seed, and how the race stands
+    data: object = skip()  # the summary (JSON), at the end
+
+
+def _standing(race: Race, method: str) -> str:
+    plain, spec = race.lanes[PLAIN], race.lanes[SPECULATIVE]
+    text = (f"turn {race.turn}: AR {plain.tokens} tokens in {plain.target_calls} target calls, "
+            f"{method_name(method)} {spec.tokens} tokens in {spec.target_calls} target calls")
+    leader = race.leader()
+    if leader is not None:
+        names = {PLAIN: "plain decoding", SPECULATIVE: method_name(method)}
+        text += (f"; both finished in {plain.target_calls} target calls" if leader == "tie"
+                 else f"; first across the line (fewer target calls): {names[leader]}")
+    return text
+
+
+@visitors.served(translate_error)
+@gpu.on_gpu(race_cost)
+@user_errors
+def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed,
+                progress=gr.Progress(), request: gr.Request = None):
+    """Race plain decoding against `method`: a frame after every turn of either side; Stop ends both."""
+    session = getattr(request, "session_hash", None)
+    STOPS.take(session)  # a Stop pressed before this run does not end it
+    pair, prompt_ids = prepare(pair_key, prompt, progress)
+    if method == AUTOREGRESSIVE:
+        raise ValueError("plain decoding (ar) is the race's other side already: choose a speculative method")
+    method = check_method(method, allow_ar=False)
+    base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
+    check_runs_fit(pair, [(1, 0), (1, base.draft_length)], base.max_new_tokens,
+                   f"a race of plain decoding and {method_name(method)}, {base.max_new_tokens} tokens each")
+    race = Race(pair.target, pair.draft, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False),
+                base.config(method, with_theory=False))
+    heading = dict(pair_key=pair.info.key, methods=[AUTOREGRESSIVE, method], num_drafts=base.num_drafts,
+                   draft_length=base.draft_length, temperature=base.temperature, seed=base.seed)
+    budget, stop, total = Budget(), None, 2 * base.max_new_tokens
+    progress(0, desc="racing")
+    try:
+        for _turn in race.turns():
+            budget.tick()
+            done = sum(lane.tokens for lane in race.lanes.values())
+            progress(done / total, desc=f"{done} / {total} tokens")
+            yield Raced(race_html(race.views(), pair.token_text), header_line(**heading) + _standing(race, method))
+            if STOPS.take(session):
+                stop = Stop(done, total, "tokens (both sides)", "you pressed Stop")
+                break
+    except BudgetSpent as error:
+        stop = budget_stop("race", sum(lane.tokens for lane in race.lanes.values()), total, "tokens (both sides)",
+                           error)
+    summary = race.summary() | {"pair": pair.info.key, "stopped": stop.text() if stop else None,
+                                "texts": {side: pair.text(race.record(side).tokens) for side in race.lanes}}
+    yield Raced(race_html(race.views(), pair.token_text), header_line(**heading, stop=stop) + _standing(race, method),
+                summary)
+
+
+@dataclass
+class RaceTab:
+    method: gr.Dropdown
+    button: gr.Button
+    stop_button: gr.Button
+    outputs: dict[str, gr.components.Component]
+
+
+def build(page) -> None:
+    with gr.Tab("Race", id="race"):
+        gr.Markdown("Plain decoding and a speculative method on the same prompt, with the sidebar's pair, K, L, T, "
+                    "max new tokens and seed. " + FAIRNESS, elem_id="race-fairness")
+        with gr.Row():
+            method = gr.Dropdown(compare_choices(), value=DEFAULT_METHOD, label="Method racing plain decoding",
+                                 elem_id="race-method", scale=3)
+            button = gr.Button("Race", variant="primary", elem_id="race-button", scale=2)
+            # secondary, not Gradio's red "stop": red means lossy in this app
+            stop_button = gr.Button("Stop", variant="secondary", elem_id="race-stop-button", scale=1)
+        line = gr.Markdown(elem_id="race-line")
+        board = gr.HTML("<i>Press Race: both sides stream here, turn by turn.</i>", elem_id="race-board")
+        data = gr.JSON(label="Race data (target calls are hardware-free; tokens/s is this server's)")
+    page.tab_handles.race = RaceTab(method, button, stop_button, outputs=dict(board=board, line=line, data=data))
+
+
+def wire_events(page) -> None:
+    tab: RaceTab = page.tab_handles.race
+    s = page.sidebar
+    inputs = [s.pair, page.prompt, tab.method, *page.settings_inputs]
+    # As Generate: raw inputs checked by components.wiring.settings, the button busy while the race runs,
+    # a failed race's message in place of the board.
+    racing = run_events(tab.button.click, tab.button, race_stream, inputs, tab.outputs, message="board",
+                        clear=("line", "data"), api_name="race", concurrency_id="models", preprocess=False)
+    # Stop, as Generate's: the race sees the request after its current turn and ends both sides with a last
+    # frame; in a ZeroGPU worker it cannot, so there the event is cancelled.
+    if gpu.ON_ZEROGPU:
+        stopped = private.on(tab.stop_button.click, lambda: None, None, None, cancels=[racing])
+        back_to_idle(stopped.then, tab.button)
+    else:
+        private.on(tab.stop_button.click, generate.ask_to_stop, None, None, queue=False)
