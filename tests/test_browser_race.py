@@ -72,6 +72,8 @@ def test_a_class_link_opens_the_lesson_step_in_presentation_mode_and_is_written_
     wait_until(browser, lambda d: presenting(d) and selected_tab(d) == "Lesson", "presentation mode and the Lesson")
     wait_until(browser, lambda d: d.find_element(By.ID, "lesson-step-3").is_displayed(), "the Lesson's step 3")
     browser.execute_script("document.getElementById('copy-link').click()")
-    link = lambda d: d.find_element(By.CSS_SELECTOR, "#share-link textarea, #share-link input").get_attribute("value")  # noqa: E731
+    def link(driver) -> str:
+        return driver.find_element(By.CSS_SELECTOR, "#share-link textarea, #share-link input").get_attribute("value")
+
     wait_until(browser, lambda d: "tab=lesson" in link(d), "the written link")
     assert "present=1" in link(browser) and "step=3" in link(browser)
