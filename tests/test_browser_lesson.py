@@ -1,6 +1,6 @@
 """The lesson's "try it" buttons in a real browser (headless Debian Chromium), issue 24.
 
-Each of the five steps' buttons, pressed in turn at 1440x900, at 1024x768 in presentation mode
+Each step's button, pressed in turn at 1440x900, at 1024x768 in presentation mode
 (a projector) and at 800x1000, must run its example and end on the view that shows the step:
 on that tab, with the step's content on the first screen (read from its bounding rectangle),
 and with every control the step sets showing the value its text assumes (the values of

@@ -128,7 +128,16 @@ SELECTED_TAB_JS = """(...values) => {
   const tab = document.querySelector("#main-tabs button[role='tab'][aria-selected='true']")
     || document.querySelector("button[role='tab'][aria-selected='true']");
   values[values.length - 1] = tab ? tab.textContent.trim() : "";
-  const steps = [...document.querySelectorAll("[id^='lesson-step-']")].filter((e) => e.offsetParent !== null);
+  const shown = (e) => {  // no hidden ancestor (a step's own box may be display: contents)
+    for (let n = e; n; n = n.parentElement) {
+      const style = getComputedStyle(n);
+      if (style.display === "none" || style.visibility === "hidden") return false;
+    }
+    return true;
+  };
+  // the shown step's panel (the stepper's buttons are lesson-step-N-button)
+  const steps = [...document.querySelectorAll("[id^='lesson-step-']")]
+    .filter((e) => /^lesson-step-\d+$/.test(e.id) && shown(e));
   values[values.length - 2] = steps.length ? steps[0].id.replace("lesson-step-", "") : "";
   return values;
 }"""
