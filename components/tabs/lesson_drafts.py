@@ -87,7 +87,7 @@ One draft is one chance. With **K** drafts, SpecTr tests them one after another 
 target accepts, so one rejected draft no longer ends the block. *Try it* runs SpecTr on the Toy world with
 **K = {DRAFTS}**, **L = {LENGTH}** (T = {TEMPERATURE:g}, seed {n['seed']}) and opens its first iteration: after
 *"{TOY_PROMPT}"* the drafts are *{n['words'][0]}*, {others}. Draft 1's *{n['words'][0]}* has p = {n['p1']:.4f} and
-q = {n['q1']:.4f} (hover its cell): alone (**K = 1**) it is kept with probability min(1, q/p) =
+q = {n['q1']:.4f} (hover its cell): alone (**one draft**) it is kept with probability min(1, q/p) =
 **{n['alone']:.3f}**. With the other drafts as further chances SpecTr keeps a word with probability
 **E[tau | drafts] = {n['with_all']:.3f}** (the explorer's caption), though it tests each draft a little more
 strictly than a lone draft (to stay exact). Here draft 1 was rejected and draft {n['winner']}'s *{n['kept']}* was
