@@ -10,12 +10,15 @@ from dataclasses import dataclass
 import gradio as gr
 
 from spectr_gbv import AUTOREGRESSIVE
+from spectr_gbv.bench.view import command_line, fidelity_rows
+from spectr_gbv.bench.view import outcome_text as outcome_text_of
 from spectr_gbv.fidelity import fidelity_result, fidelity_sample
 
 from ..serving import gpu, visitors
 from ..serving import limits
 from ..serving.limits import BudgetSpent
 from ..wiring import caps, cost
+from ..wiring.downloads import download_components, wire_downloads
 from ..render import figures
 from ..wiring.budget_stops import Ticker, budget_stop, what_fits
 from ..wiring.errors import translate_error, user_errors
@@ -49,14 +52,17 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
     method = check_method(method)
     base = settings(num_drafts, draft_length, temperature, 1, 0)
     most = limits.LIMITS.fidelity_runs if pair.info.teaching else limits.LIMITS.fidelity_runs_llm
-    variable = "SPECTR_GBV_MAX_FIDELITY_RUNS" + ("" if pair.info.teaching else "_LLM")
-    runs = number(f"number of runs N (this server's limit for this pair: {variable})", num_runs, 10, most)
+    runs = number("number of runs N (this server's limit for this pair)", num_runs, 10, most)
     tokens = number("tokens per run", num_tokens, 1, caps.FIDELITY_MAX_TOKENS)
     check_fidelity_fits(pair.info.key, method, base, runs, tokens)
     tick = Ticker()  # both phases: the runs, then the exact law's scoring calls
     config = base.config(method, with_theory=False)
     heading = functools.partial(header_line, pair.info.key, [method], base.num_drafts, base.draft_length,
                                 base.temperature, None, [f"N = {runs} runs (seeds 0 to {runs - 1})", f"first {tokens} token(s)"])
+    command = command_line("fidelity", pair.info.key, prompt, method=method, num_drafts=base.num_drafts,
+                           draft_length=base.draft_length, temperature=base.temperature, runs=runs, tokens=tokens)
+    table = functools.partial(fidelity_rows, pair.info.key, prompt, num_drafts=base.num_drafts,
+                              draft_length=base.draft_length, temperature=base.temperature)
     samples, scored, result, stop = [], {}, None, None
     chunk = max(10, math.ceil(runs / FIDELITY_CHUNKS))
     try:
@@ -68,7 +74,7 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
             result = fidelity_result(pair.target, prompt_ids, config, samples, tokens, on_scoring=tick,
                                      conditionals=scored)
             if len(samples) < runs:
-                yield Checked(heading() + f"running: {len(samples)} of {runs} runs compared", *_outputs(pair, result, None))
+                yield Checked(heading() + f"running: {len(samples)} of {runs} runs compared", *_outputs(pair, result, None, table, command))
     except BudgetSpent as error:
         if result is None:  # nothing compared yet: the runs so far, and what would fit
             stop = budget_stop("fidelity", 0, runs, "runs compared", error, _nothing_compared(
@@ -76,7 +82,7 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
             yield Checked(heading(stop=stop), None, _samples_data(pair, method, samples, tokens, stop))
             return
         stop = budget_stop("fidelity", result.num_runs, runs, "runs", error)
-    yield Checked(heading(stop=stop), *_outputs(pair, result, stop))
+    yield Checked(heading(stop=stop), *_outputs(pair, result, stop, table, command))
 
 
 def _nothing_compared(tick, pair_key, method, draft_length, runs: int, tokens: int, done: int) -> str:
@@ -110,16 +116,19 @@ def check_fidelity_fits(pair_key, method, base, runs: int, tokens: int) -> None:
         seconds = cost.fidelity_seconds(pair_key, method, base.num_drafts, base.draft_length, runs, tokens)
         raise ValueError(
             f"N = {runs} runs of {tokens} token(s) is over what fits this request's budget on this pair (at most "
-            f"{most}: {limits.LIMITS.iterations} decoding iterations, SPECTR_GBV_MAX_ITERATIONS, and "
-            f"{limits.LIMITS.seconds} s, SPECTR_GBV_MAX_SECONDS; estimated {cost.about(seconds)}), so it was not "
+            f"{most}: {limits.LIMITS.iterations} decoding iterations and "
+            f"{limits.LIMITS.seconds} s per request; estimated {cost.about(seconds)}), so it was not "
             "started: lower N or the tokens compared")
 
 
-def _outputs(pair, result, stop) -> tuple:
-    """(figure, data) of a fidelity result."""
+def _outputs(pair, result, stop, table=None, command=None) -> tuple:
+    """(figure, data) of a fidelity result; with `table` (rows from the result) and `command`, the data carries
+    what the downloads offer (components.wiring.downloads)."""
     outcome_text = [_outcome_text(pair, r.outcome) for r in result.rows]
     data = result.summary() | {"pair": pair.info.key, "stopped": stop.text() if stop else None, "outcomes": [
         {"tokens": text, "count": r.count, "empirical": r.empirical, "exact": r.exact} for text, r in zip(outcome_text, result.rows)]}
+    if table is not None:
+        data |= {"table": table(result, [outcome_text_of(pair, r.outcome) for r in result.rows]), "command": command}
     return figures.fidelity_figure(result, outcome_text), data
 
 
@@ -137,6 +146,7 @@ class FidelityTab:
     num_tokens: gr.Slider
     button: gr.Button
     outputs: dict[str, gr.components.Component]  # by the names run_fidelity's outputs carry
+    downloads: tuple = ()  # (files, command), made from the data after each run (components.wiring.downloads)
 
 
 def build(page, default_pair: str) -> None:
@@ -155,15 +165,18 @@ def build(page, default_pair: str) -> None:
         figure = gr.Plot(label="Empirical against exact law", elem_id="fidelity-figure",
                          show_label=False)  # its title names it; the label sat over the title
         how_to_read("fidelity")
+        files, command = download_components("fidelity")
         data = gr.JSON(label="Fidelity data")
     page.tab_handles.fidelity = FidelityTab(num_runs, num_tokens, button, outputs=dict(header=header, figure=figure,
-                                                                                         data=data))
+                                                                                         data=data),
+                                            downloads=(files, command))
 
 
 def wire_events(page) -> None:
     tab, s = page.tab_handles.fidelity, page.sidebar
-    run_events(tab.button.click, tab.button, run_fidelity,
-               [s.pair, page.prompt, s.method, s.num_drafts, s.draft_length, s.temperature, tab.num_runs,
-                tab.num_tokens],
-               tab.outputs, message="header", clear=("figure", "data"), api_name="fidelity",
-               concurrency_id="models", preprocess=False)
+    run = run_events(tab.button.click, tab.button, run_fidelity,
+                     [s.pair, page.prompt, s.method, s.num_drafts, s.draft_length, s.temperature, tab.num_runs,
+                      tab.num_tokens],
+                     tab.outputs, message="header", clear=("figure", "data"), api_name="fidelity",
+                     concurrency_id="models", preprocess=False)
+    wire_downloads(run, tab.outputs["data"], *tab.downloads)
