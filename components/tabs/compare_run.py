@@ -28,6 +28,7 @@ from ..render import figures
 from ..wiring.budget_stops import budget_stop, counted, what_fits
 from ..wiring.outputs import NamedOutputs, skip
 from ..render.band_figures import efficiency_band_figure
+from ..render.marks import mark_coinciding
 from ..render.speedup_figure import speedup_figure
 from ..wiring.runs import Speedup, Stop, header_html, header_line, point_from_summaries, speedup_of, titled
 from ..render.text import metrics_line, provenance_html, side_by_side_html
@@ -247,9 +248,9 @@ class CompareView:
             + side_by_side_html(texts, {m: metrics_line(first[m]) for m in done}),
             efficiency_band_figure(points, coupled=coupled, ceiling=ceiling),
             titled(figures.histogram_figure(shown), coupled),
-            titled(figures.per_position_figure(shown), coupled),
+            mark_coinciding(titled(figures.per_position_figure(shown), coupled)),  # identical lines: said so
             titled(figures.calls_per_token_figure(shown), coupled),
             speedup_figure(speedups, device, phases, timed=self.timed),
-            titled(figures.theory_figure(self.theory_series(charted)), coupled),
+            mark_coinciding(titled(figures.theory_figure(self.theory_series(charted)), coupled)),
             data,
         )
