@@ -37,6 +37,10 @@ def _drawn(points: Sequence[dict]) -> list[float]:
             + [p["theory_acceptance_length"] for p in points if p.get("theory_acceptance_length") is not None])
 
 
+def _banded(points) -> int:
+    return sum(p.get("band_low") is not None for p in points)
+
+
 def _band_text(point: dict) -> str:
     band = ("" if point.get("band_low") is None
             else f", 95 % band {point['band_low']:.2f} to {point['band_high']:.2f}")
@@ -77,7 +81,8 @@ def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: floa
                       name=ceiling_name(ceiling))
     fig.update_layout(showlegend=bool(theory) or ceiling is not None)
     fig.update_yaxes(range=[low, high])
-    return add_subtitle(fig, tie_note(tied_with_leader(points)), band_clipped_note(clipped_methods(points, low, high)))
+    clipped = band_clipped_note(clipped_methods(points, low, high), _banded(points.values()))
+    return add_subtitle(fig, tie_note(tied_with_leader(points)), clipped)
 
 
 def ceiling_name(ceiling: float) -> str:
@@ -117,7 +122,8 @@ def sweep_band_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Fig
                                    hovertext=THEORY, y=[r["theory_acceptance_length"] for r in theory], mode="lines",
                                    line=dict(color=colour, dash="dot", width=1.5), legendgroup=method, showlegend=False)
     efficiency.update_yaxes(range=[low, high])
-    add_subtitle(efficiency, sweep_tie_note(rows), band_clipped_note(clipped_methods(rows, low, high)))
+    banded = len({r["method"] for r in rows if r["band_low"] is not None})
+    add_subtitle(efficiency, sweep_tie_note(rows), band_clipped_note(clipped_methods(rows, low, high), banded))
     mark_coinciding(efficiency, group=False)  # the lines keep their group with their band and theory
     swept_axis(efficiency, values)
     speed = sweep_speedup_figure(rows, axis, timed)

@@ -55,7 +55,7 @@ def tie_note(methods: Sequence[str], where: str = "") -> str:
     """'tie within noise: A, B (95 % bands overlap)'; empty without a tie."""
     if not methods:
         return ""
-    return f"tie within noise{where}: {', '.join(method_label(m) for m in methods)} (95 % bands overlap)"
+    return f"tie within noise{where}: {', '.join(method_label(m) for m in methods)} (95\u00a0% bands overlap)"
 
 
 def sweep_tie_note(rows: Sequence[dict]) -> str:
@@ -69,7 +69,7 @@ def sweep_tie_note(rows: Sequence[dict]) -> str:
     if not ties:
         return ""
     more = f"; and at {len(ties) - 3} more values" if len(ties) > 3 else ""
-    return "tie within noise (95 % bands overlap) at " + "; ".join(ties[:3]) + more
+    return "tie within noise (95\u00a0% bands overlap) at " + "; ".join(ties[:3]) + more
 
 
 def _finite(value) -> bool:
@@ -98,9 +98,12 @@ def clipped_methods(points: Mapping[str, dict] | Sequence[dict], low: float, hig
     return out
 
 
-def band_clipped_note(methods: Sequence[str]) -> str:
+def band_clipped_note(methods: Sequence[str], banded: int | None = None) -> str:
+    """'band clipped at the axis: A, B (hover: the whole band)'; every band (`banded` of them) clipped: no names."""
     if not methods:
         return ""
+    if banded is not None and len(methods) >= banded > 1:
+        return "band clipped at the axis, every method's (hover: the whole band)"
     return f"band clipped at the axis: {', '.join(method_label(m) for m in methods)} (hover: the whole band)"
 
 
