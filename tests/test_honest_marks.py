@@ -7,7 +7,6 @@ import pytest
 
 from components.render import figures
 from components.render.band_figures import efficiency_band_figure, sweep_band_figures
-from components.render.marks import mark_coinciding
 from components.render.speedup_figure import speedup_figure, sweep_speedup_figure
 from components.wiring.runs import point_stats, speedup_of
 from helpers import last
@@ -92,6 +91,8 @@ def test_single_draft_rules_are_named_as_ignoring_k_wherever_k_varies(axis):
 
 
 def test_lines_that_coincide_are_said_to_coincide():
+    from components.render.marks import mark_coinciding
+
     same = [0.8, 0.5, 0.25]
     summaries = [{"method": m, "per_position_acceptance": values} for m, values in
                  (("as_bv_handoff", same), ("spectr_gbv", same), ("as_bv", same), ("sd", [0.6, 0.3, 0.1]))]
