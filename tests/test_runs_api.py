@@ -27,7 +27,7 @@ from components.serving.limits import fewest_iterations
 
 pytestmark = pytest.mark.api
 
-REFUSED = re.compile(r"not started|must be in|SPECTR_GBV_MAX_SWEEP_RUNS|at most \d+ sweep values|K x L")
+REFUSED = re.compile(r"not started|must be in|limit of \d+ runs|at most \d+ sweep values|K x L")
 
 
 @pytest.fixture(scope="module")

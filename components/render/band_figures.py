@@ -2,7 +2,11 @@
 
 A point is the `components.wiring.runs.point_stats` of its repeats (keys: mean_block_efficiency,
 band_low, band_high, theory_acceptance_length, iterations, repeats). Block efficiency is in
-tokens per target call, so the y axes start at 1: what plain AR gets. The theory line is
+tokens per target call: the bars start at 1, what plain AR gets, and the lines' axis is fitted to
+their points. An axis is fitted to the points, never to a band (a band of two seeds can be ten
+times wider than the points' spread): a band past it is clipped and the chart says so, and the
+leading methods whose bands overlap are named as a tie within noise (components.render.marks).
+The theory line is
 1 + mean E[tau | drafts] (the methods' `expected_accepted` at the drafts actually drawn):
 the same quantity without the noise of the acceptance draws.
 """
@@ -14,7 +18,9 @@ from typing import Sequence
 import plotly.graph_objects as go
 
 from .chart_layout import figure as _figure
-from .chart_layout import legend_name, method_axis, method_label, subtitle_lines
+from .chart_layout import method_axis, method_label, subtitle_lines
+from .marks import (add_subtitle, band_clipped_note, clip, clipped_methods, fitted_range, k_legend_name,
+                    mark_coinciding, sweep_tie_note, tie_note, tied_with_leader)
 from .speedup_figure import sweep_speedup_figure
 from .palette import bar_marker, line_style, method_colour
 
@@ -25,10 +31,14 @@ def _seeds(repeats: int) -> str:
     return f"mean of {repeats} seeds ± 95 % band" if repeats > 1 else "one seed (Repeats > 1: a band)"
 
 
-def _upper(points: Sequence[dict]) -> float:
-    tops = [p.get("band_high") or p["mean_block_efficiency"] for p in points]
-    tops += [p["theory_acceptance_length"] for p in points if p.get("theory_acceptance_length")]
-    return max([1.0, *[t for t in tops if t == t]]) * 1.08 + 0.05
+def _drawn(points: Sequence[dict]) -> list[float]:
+    """The points an axis is fitted to: the means and the theory marks (never the bands)."""
+    return ([p["mean_block_efficiency"] for p in points]
+            + [p["theory_acceptance_length"] for p in points if p.get("theory_acceptance_length") is not None])
+
+
+def _banded(points) -> int:
+    return sum(p.get("band_low") is not None for p in points)
 
 
 def _band_text(point: dict) -> str:
@@ -46,6 +56,8 @@ def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: floa
     the dashed ceiling are named in the legend under the axis (the bars are not: one swatch would
     show one method's colour for all of them)."""
     repeats = max((p["repeats"] for p in points.values()), default=1)
+    low, high = fitted_range([1.0, *_drawn(list(points.values())), *([1 + ceiling] if ceiling is not None else [])],
+                             floor=1.0)
     kind = "same drafts and draws for every method" if coupled else "same seeds for every method"
     title = "Block efficiency, coupled runs" if coupled else "Block efficiency, independent runs"
     fig = _figure(title, "", "tokens / target call",
@@ -53,11 +65,11 @@ def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: floa
     labels = [method_label(m) for m in points]
     fig.add_bar(name="measured (mean)", x=labels, y=[p["mean_block_efficiency"] for p in points.values()],
                 marker=bar_marker(list(points)), hovertext=[_band_text(p) for p in points.values()], showlegend=False,
-                error_y=dict(type="data", symmetric=False,
-                             array=[(p["band_high"] - p["mean_block_efficiency"]) if p["band_high"] is not None else 0
-                                    for p in points.values()],
-                             arrayminus=[(p["mean_block_efficiency"] - p["band_low"]) if p["band_low"] is not None else 0
-                                         for p in points.values()]))
+                error_y=dict(type="data", symmetric=False,  # the band, clipped at the axis (the hover has it whole)
+                             array=[(clip(p["band_high"], low, high) - p["mean_block_efficiency"])
+                                    if p["band_high"] is not None else 0 for p in points.values()],
+                             arrayminus=[(p["mean_block_efficiency"] - clip(p["band_low"], low, high))
+                                         if p["band_low"] is not None else 0 for p in points.values()]))
     theory = [(label, p["theory_acceptance_length"]) for label, p in zip(labels, points.values())
               if p.get("theory_acceptance_length") is not None]
     if theory:
@@ -68,8 +80,9 @@ def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: floa
         fig.add_hline(y=1 + ceiling, line_dash="dash", line_color="#444444", showlegend=True,
                       name=ceiling_name(ceiling))
     fig.update_layout(showlegend=bool(theory) or ceiling is not None)
-    fig.update_yaxes(range=[1, max(_upper(list(points.values())), 1 + (ceiling or 0) + 0.1)])
-    return fig
+    fig.update_yaxes(range=[low, high])
+    clipped = band_clipped_note(clipped_methods(points, low, high), _banded(points.values()))
+    return add_subtitle(fig, tie_note(tied_with_leader(points)), clipped)
 
 
 def ceiling_name(ceiling: float) -> str:
@@ -89,13 +102,15 @@ def sweep_band_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Fig
     values = sorted({r["value"] for r in rows})
     efficiency = _figure(f"Block efficiency as {axis} varies", axis, "tokens / target call",
                          subtitle_lines(f"hardware-free; {_seeds(repeats)}", "dotted: theory"))
+    low, high = fitted_range(_drawn(rows))
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
-        xs, colour, name = [r["value"] for r in mine], method_colour(method), legend_name(method)
+        xs, colour, name = [r["value"] for r in mine], method_colour(method), k_legend_name(method, axis)
         banded = [r for r in mine if r["band_low"] is not None]
         if banded:
             efficiency.add_scatter(x=[r["value"] for r in banded] + [r["value"] for r in reversed(banded)],
-                                   y=[r["band_high"] for r in banded] + [r["band_low"] for r in reversed(banded)],
+                                   y=[clip(r["band_high"], low, high) for r in banded]
+                                   + [clip(r["band_low"], low, high) for r in reversed(banded)],
                                    fill="toself", fillcolor=colour, opacity=0.15, line=dict(width=0), hoverinfo="skip",
                                    name=f"{method_label(method)} 95 % band", showlegend=False, legendgroup=method)
         efficiency.add_scatter(name=name, x=xs, y=[r["mean_block_efficiency"] for r in mine], mode="lines+markers",
@@ -106,7 +121,10 @@ def sweep_band_figures(rows: Sequence[dict], timed: bool = True) -> tuple[go.Fig
             efficiency.add_scatter(name=f"{method_label(method)} theory", x=[r["value"] for r in theory],
                                    hovertext=THEORY, y=[r["theory_acceptance_length"] for r in theory], mode="lines",
                                    line=dict(color=colour, dash="dot", width=1.5), legendgroup=method, showlegend=False)
-    efficiency.update_yaxes(range=[1, _upper(rows)])
+    efficiency.update_yaxes(range=[low, high])
+    banded = len({r["method"] for r in rows if r["band_low"] is not None})
+    add_subtitle(efficiency, sweep_tie_note(rows), band_clipped_note(clipped_methods(rows, low, high), banded))
+    mark_coinciding(efficiency, group=False)  # the lines keep their group with their band and theory
     swept_axis(efficiency, values)
     speed = sweep_speedup_figure(rows, axis, timed)
     if speed.data:

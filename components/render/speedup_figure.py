@@ -3,7 +3,8 @@
 Compare and Sweep time every method against the AR runs just before and after it
 (`Speedup`, made by `components.wiring.runs.speedup_of`): a bar is the median of a method's timed runs, its range the
 error bar; a method timed once is left out (one run is noise), and a bar whose AR runs before
-and after disagreed is cross-hatched and says so on its tick. With `phases` (method -> ms per
+and after disagreed is outlined (a thick dark border, never a hatch: hatching means lossy) and
+says so on its tick ("(noisy)"); in Sweep a noisy point is drawn open. With `phases` (method -> ms per
 emitted token in each phase, "ar" included) a second panel, under the first on the same method
 axis, says why: where the time goes.
 """
@@ -16,8 +17,9 @@ from typing import Mapping
 import plotly.graph_objects as go
 from spectr_gbv import AUTOREGRESSIVE
 
-from .chart_layout import (LAYOUT, TITLE, figure, legend_name, method_axis, method_label, note_figure, subtitle_lines,
+from .chart_layout import (LAYOUT, TITLE, figure, method_axis, method_label, note_figure, subtitle_lines,
                            top_margin)
+from .marks import k_legend_name
 from .palette import PHASE_COLOURS, bar_marker, line_style
 
 AR_LINE = dict(line_dash="dash", line_color="#444444")  # speedup 1: AR's own pace
@@ -61,7 +63,7 @@ def charted(speedups: Mapping[str, Speedup]) -> dict[str, Speedup]:
 
 def speedup_subtitle(runs: int, device: str) -> str:
     return subtitle_lines(f"median of {runs}+ runs (bar: range)", "each against the AR runs just before and after it",
-                          f"hatched: noisy (AR moved > {NOISY_AR_SPREAD:.0%}); hardware: {device}")
+                          f"outlined: noisy (AR moved > {NOISY_AR_SPREAD:.0%}); hardware: {device}")
 
 
 def speedup_label(method: str, speedup: Speedup) -> str:
@@ -73,12 +75,15 @@ def speedup_hover(speedup: Speedup) -> str:
             + (f"; AR before and after differ by {speedup.ar_spread:.0%}" if speedup.ar_spread is not None else ""))
 
 
+NOISY_OUTLINE = "#111111"  # a noisy bar's border: an outline, never a hatch (hatching means lossy)
+NOISY_OUTLINE_WIDTH = 3
+
+
 def speedup_marker(speedups: Mapping[str, Speedup]) -> dict:
-    """Each method's colour (and the lossy rule's hatching); a noisy bar cross-hatched."""
+    """Each method's colour (and the lossy rule's hatching, its only hatch); a noisy bar outlined."""
     marker = bar_marker(list(speedups))
-    shapes = list(marker.get("pattern", {}).get("shape") or [""] * len(speedups))
-    marker["pattern"] = dict(marker["pattern"], shape=[shape or ("x" if v.noisy else "")
-                                                       for shape, v in zip(shapes, speedups.values())])
+    marker["line"] = dict(color=[NOISY_OUTLINE if v.noisy else "rgba(0,0,0,0)" for v in speedups.values()],
+                          width=[NOISY_OUTLINE_WIDTH if v.noisy else 0 for v in speedups.values()])
     return marker
 
 
@@ -168,7 +173,7 @@ def sweep_speedup_figure(rows, axis: str, timed: bool = True) -> go.Figure:
         mine = [r["speedup_vs_ar"] | {"value": r["value"]} for r in points if r["method"] == method]
         style = line_style(method)
         symbols = [style["marker"]["symbol"] + ("-open" if s["noisy"] else "") for s in mine]
-        fig.add_scatter(name=legend_name(method), x=[s["value"] for s in mine], y=[s["median"] for s in mine],
+        fig.add_scatter(name=k_legend_name(method, axis), x=[s["value"] for s in mine], y=[s["median"] for s in mine],
                         mode="lines+markers", line=style["line"], marker=dict(style["marker"], symbol=symbols, size=10),
                         error_y=dict(type="data", symmetric=False, array=[s["high"] - s["median"] for s in mine],
                                      arrayminus=[s["median"] - s["low"] for s in mine]),

@@ -152,13 +152,13 @@ class JoinGate:
         wait = self.buckets.take(visitor)
         if wait:
             raise Refusal(429, f"too many requests from your address: at most {fair.join_burst} at once and "
-                               f"{fair.joins_per_minute} a minute (SPECTR_GBV_VISITOR_JOINS_PER_MINUTE): "
+                               f"{fair.joins_per_minute} a minute: "
                                f"try again in {math.ceil(wait)} s", retry_after=wait, reason="rate")
         self._check_call(route, body)
         mine = self.joining.get(visitor, 0) + self._queued(visitor)
         if mine >= fair.visitor_events:
             raise Refusal(429, f"you already have {mine} requests waiting or running (at most {fair.visitor_events} "
-                               "per visitor, SPECTR_GBV_VISITOR_EVENTS): wait for one to finish",
+                               "per visitor): wait for one to finish",
                           retry_after=2, reason="events")
 
     def _check_call(self, route: str, body: bytes) -> None:

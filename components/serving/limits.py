@@ -76,7 +76,7 @@ def check_block(num_drafts: int, draft_length: int, limits: Limits | None = None
     if num_drafts * draft_length > limits.block_tokens:
         raise ValueError(
             f"K x L = {num_drafts} x {draft_length} = {num_drafts * draft_length} drafted tokens per iteration is over "
-            f"this server's limit of {limits.block_tokens} (SPECTR_GBV_MAX_BLOCK_TOKENS): lower K or L"
+            f"this server's limit of {limits.block_tokens} drafted tokens: lower K or L"
         )
 
 
@@ -85,7 +85,7 @@ def check_prompt_tokens(count: int, limits: Limits | None = None) -> None:
     if count > limits.prompt_tokens:
         raise ValueError(
             f"the prompt is {count} tokens long, over this server's limit of {limits.prompt_tokens} "
-            "(SPECTR_GBV_MAX_PROMPT_TOKENS): shorten it"
+            "tokens: shorten it"
         )
 
 
@@ -118,7 +118,7 @@ def check_fits(iterations: int, what: str, limits: Limits | None = None) -> None
     if iterations > limits.iterations:
         raise ValueError(
             f"this request needs at least {iterations} decoding iterations ({what}), over this server's limit of "
-            f"{limits.iterations} (SPECTR_GBV_MAX_ITERATIONS), so it was not started: fewer runs, tokens, methods or "
+            f"{limits.iterations} per request, so it was not started: fewer runs, tokens, methods or "
             "values, or a longer L"
         )
 
@@ -172,9 +172,9 @@ class Budget:
         if self.iterations > self.limits.iterations:
             raise BudgetSpent(
                 f"this request needs more than {self.limits.iterations} decoding iterations "
-                "(SPECTR_GBV_MAX_ITERATIONS): ask for fewer tokens, runs or sweep values"
+                "per request: ask for fewer tokens, runs or sweep values"
             )
         if time.monotonic() > self.deadline:
-            limit = (f"this server's limit of {self.limits.seconds} s (SPECTR_GBV_MAX_SECONDS)" if self.gpu_seconds is None
+            limit = (f"this server's limit of {self.limits.seconds} s per request" if self.gpu_seconds is None
                      else f"the {self.gpu_seconds:.0f} s of GPU time it asked for")
             raise BudgetSpent(f"this request ran past {limit} and was stopped: ask for fewer tokens, runs or sweep values")

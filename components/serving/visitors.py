@@ -181,13 +181,13 @@ class Line:
             mine = sum(t.visitor == visitor for t in self._running + self._waiting)
             if mine >= 1 + self.per_visitor_waiting:
                 raise Refused(f"you already have {mine} {self.name} runs going or waiting (at most "
-                              f"{1 + self.per_visitor_waiting} per visitor, SPECTR_GBV_VISITOR_WAITING): "
+                              f"{1 + self.per_visitor_waiting} per visitor): "
                               "wait for one to finish")
             self._waiting.append(ticket)
             if not self._may_start(ticket) and len(self._waiting) > self.waiting_cap:
                 self._waiting.remove(ticket)
                 raise Refused(f"the line for {self.name} runs is full ({self.waiting_cap} waiting, "
-                              "SPECTR_GBV_QUEUE_SIZE): try again in a minute")
+                              "at most): try again in a minute")
             while not self._may_start(ticket):
                 if not alive():
                     self._waiting.remove(ticket)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from spectr_gbv import METHODS
+from spectr_gbv.bench.view import coupled_leader  # noqa: F401 - the views' and the command's leader
 
 from ..serving import gpu, visitors
 from ..serving.request import COMPARE
@@ -17,18 +17,13 @@ from ..wiring.budget_stops import Ticker
 from .compare_run import CompareView
 from ..wiring.errors import translate_error, user_errors
 from ..wiring import cost, private
+from ..wiring.downloads import download_components, wire_downloads
 from ..render.chart_layout import MIN_WIDTH
 from ..wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
 from ..wiring.run_events import run_events
 from ..wiring.runs import MAX_REPEATS
 from ..wiring.settings import check_flag, check_methods, check_pair_key, number, settings
 from ..render.words import how_to_read
-
-
-def coupled_leader(methods: list[str]) -> str:
-    """The method whose drafts drive the coupled run: the registry's leader if selected, else the first exact one."""
-    leaders = [m for m in methods if METHODS[m].leads_coupled]
-    return leaders[0] if leaders else next((m for m in methods if METHODS[m].exact), methods[0])
 
 
 def run_order(methods: list[str]) -> list[str]:
@@ -59,7 +54,7 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     repeats = number("repeats", run.repeats, 1, MAX_REPEATS)
     timed = not pair.info.teaching  # the teaching pairs are lookup tables: their timings mean nothing
     seeds = [base.seed + r for r in range(repeats)]
-    view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed)
+    view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed, prompt=prompt)
     check_runs_fit(pair, view.plan(), base.max_new_tokens, f"{view.planned()} runs of {base.max_new_tokens} tokens")
     tick = Ticker()
     estimate = cost.about(cost.compare_seconds(pair.info.key, len(methods), base.num_drafts, base.draft_length,
@@ -85,6 +80,7 @@ class CompareTab:
     coupled: gr.Checkbox
     repeats: gr.Number
     outputs: dict[str, gr.components.Component]  # by the names compare's Compared outputs carry
+    downloads: tuple = ()  # (files, command), made from the data after each run (components.wiring.downloads)
 
 
 def build(page) -> None:
@@ -109,10 +105,11 @@ def build(page) -> None:
             speedup = gr.Plot(label="Wall-clock speedup (hardware-dependent)", elem_id="compare-speedup", **chart)
             theory = gr.Plot(label="Theory against measured", elem_id="compare-theory", **chart)
         how_to_read("compare")
+        files, command = download_components("compare")
         data = gr.JSON(label="Compare data")
     page.tab_handles.compare = CompareTab(button, coupled, repeats, outputs=dict(
         texts=texts, efficiency=efficiency, histogram=histogram, per_position=per_position, calls=calls,
-        speedup=speedup, theory=theory, data=data))
+        speedup=speedup, theory=theory, data=data), downloads=(files, command))
 
 
 def wire_events(page) -> None:
@@ -120,7 +117,8 @@ def wire_events(page) -> None:
     s = page.sidebar
     private.on(s.pair.change, repeats_for_pair, [s.pair, s.methods], tab.repeats, queue=False, show_progress="hidden")
     charts = ("efficiency", "histogram", "per_position", "calls", "speedup", "theory", "data")
-    run_events(tab.button.click, tab.button, compare,
-               [s.pair, page.prompt, s.methods, *page.settings_inputs, tab.coupled, tab.repeats],
-               tab.outputs, message="texts", clear=charts, api_name="compare", concurrency_id="models",
-               preprocess=False)
+    run = run_events(tab.button.click, tab.button, compare,
+                     [s.pair, page.prompt, s.methods, *page.settings_inputs, tab.coupled, tab.repeats],
+                     tab.outputs, message="texts", clear=charts, api_name="compare", concurrency_id="models",
+                     preprocess=False)
+    wire_downloads(run, tab.outputs["data"], *tab.downloads)

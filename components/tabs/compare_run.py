@@ -14,6 +14,7 @@ import html
 from dataclasses import dataclass
 
 from spectr_gbv import AUTOREGRESSIVE, METHODS
+from spectr_gbv.bench.view import command_line, compare_rows
 from spectr_gbv.ceiling import run_ceiling
 from spectr_gbv.config import DecodeConfig
 from spectr_gbv.coupled import CoupledRun, coupled_steps
@@ -27,6 +28,7 @@ from ..render import figures
 from ..wiring.budget_stops import budget_stop, counted, what_fits
 from ..wiring.outputs import NamedOutputs, skip
 from ..render.band_figures import efficiency_band_figure
+from ..render.marks import mark_coinciding
 from ..render.speedup_figure import speedup_figure
 from ..wiring.runs import Speedup, Stop, header_html, header_line, point_from_summaries, speedup_of, titled
 from ..render.text import metrics_line, provenance_html, side_by_side_html
@@ -47,8 +49,8 @@ class Compared(NamedOutputs):
 class CompareView:
     """Compare's results so far and the outputs they make (texts: independent runs; charts: coupled ones when there)."""
 
-    def __init__(self, pair, prompt_ids, methods, base, coupled, seeds, timed):
-        self.pair, self.prompt_ids, self.methods, self.base = pair, prompt_ids, methods, base
+    def __init__(self, pair, prompt_ids, methods, base, coupled, seeds, timed, prompt: str = ""):
+        self.pair, self.prompt_ids, self.methods, self.base, self.prompt = pair, prompt_ids, methods, base, prompt
         self.coupled, self.seeds, self.timed = coupled, seeds, timed
         self.ar: list[RunRecord] = []
         self.runs: dict[str, list[RunRecord]] = {}  # per method, one run per seed
@@ -178,6 +180,21 @@ class CompareView:
             sources += f" Speedups on {html.escape(note)}."
         return header_html(line) + f'<div class="compare-sources">{sources}</div>'
 
+    def table(self, charted: list[str], repeats: dict[str, list[dict]], speedups: dict[str, Speedup]) -> list[dict]:
+        """What the charts drew, one row per method and seed (`spectr_gbv.bench.view.compare_rows`)."""
+        seeds = [run.config.seed for run in self.coupled_runs] if self.coupled_runs else self.seeds
+        timed = {m: {"median": s.median, "low": s.low, "high": s.high} for m, s in speedups.items() if s.runs > 1}
+        b = self.base
+        return compare_rows(self.pair.info.key, self.prompt, repeats, seeds, b.num_drafts, b.draft_length, b.temperature,
+                            b.max_new_tokens, bool(self.coupled_runs), timed or None)
+
+    def command(self) -> str:
+        """The command line that prints this run's rows (`python -m spectr_gbv.bench.view compare ...`)."""
+        b = self.base
+        return command_line("compare", self.pair.info.key, self.prompt, methods=self.methods, num_drafts=b.num_drafts,
+                            draft_length=b.draft_length, temperature=b.temperature, max_new_tokens=b.max_new_tokens,
+                            seeds=self.seeds, coupled=self.coupled)
+
     def partial_summary(self) -> dict | None:
         """The run in progress a budget stopped before any method finished: its summary and text."""
         if self.partial is None:
@@ -222,6 +239,8 @@ class CompareView:
             "block_efficiency_over_seeds": points,
             "ceiling_expected_accepted": ceiling,  # best any exact rule can do (teaching pairs only)
             "partial_run": self.partial_summary(),
+            "table": self.table(charted, repeats, speedups),  # the rows the downloads offer (spectr_gbv.bench.view)
+            "command": self.command(),
         }
         texts = {m: provenance_html(first[m], pair.token_text, legend=False) for m in done}
         return Compared(
@@ -229,9 +248,9 @@ class CompareView:
             + side_by_side_html(texts, {m: metrics_line(first[m], self.timed) for m in done}),
             efficiency_band_figure(points, coupled=coupled, ceiling=ceiling),
             titled(figures.histogram_figure(shown), coupled),
-            titled(figures.per_position_figure(shown), coupled),
+            mark_coinciding(titled(figures.per_position_figure(shown), coupled)),  # identical lines: said so
             titled(figures.calls_per_token_figure(shown), coupled),
             speedup_figure(speedups, device, phases, timed=self.timed),
-            titled(figures.theory_figure(self.theory_series(charted)), coupled),
+            mark_coinciding(titled(figures.theory_figure(self.theory_series(charted)), coupled)),
             data,
         )

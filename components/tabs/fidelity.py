@@ -12,6 +12,8 @@ import gradio as gr
 import torch
 
 from spectr_gbv import AUTOREGRESSIVE, METHODS
+from spectr_gbv.bench.view import command_line, fidelity_rows
+from spectr_gbv.bench.view import outcome_text as outcome_text_of
 from spectr_gbv.exact import first_tokens_law, target_law, total_variation_to_target
 from spectr_gbv.fidelity import fidelity_result, fidelity_sample
 from spectr_gbv.pairs import TWO_TOKEN_KEY
@@ -23,6 +25,7 @@ from ..serving import limits
 from ..serving.limits import BudgetSpent
 from ..serving.request import FIDELITY
 from ..wiring import caps, cost
+from ..wiring.downloads import download_components, wire_downloads
 from ..render import figures
 from ..wiring.budget_stops import Ticker, budget_stop, what_fits
 from ..wiring.errors import translate_error, user_errors
@@ -59,14 +62,17 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
     method = check_method(run.method)
     base = settings(run.num_drafts, run.draft_length, run.temperature, 1, 0)
     most = limits.LIMITS.fidelity_runs if pair.info.teaching else limits.LIMITS.fidelity_runs_llm
-    variable = "SPECTR_GBV_MAX_FIDELITY_RUNS" + ("" if pair.info.teaching else "_LLM")
-    runs = number(f"number of runs N (this server's limit for this pair: {variable})", run.num_runs, 10, most)
+    runs = number("number of runs N (this server's limit for this pair)", run.num_runs, 10, most)
     tokens = number("tokens per run", run.num_tokens, 1, caps.FIDELITY_MAX_TOKENS)
     check_fidelity_fits(pair.info.key, method, base, runs, tokens)
     tick = Ticker()  # both phases: the runs, then the exact law's scoring calls
     config = base.config(method, with_theory=False)
     heading = functools.partial(header_line, pair.info.key, [method], base.num_drafts, base.draft_length,
                                 base.temperature, None, [f"N = {runs} runs (seeds 0 to {runs - 1})", f"first {tokens} token(s)"])
+    command = command_line("fidelity", pair.info.key, prompt, method=method, num_drafts=base.num_drafts,
+                           draft_length=base.draft_length, temperature=base.temperature, runs=runs, tokens=tokens)
+    table = functools.partial(fidelity_rows, pair.info.key, prompt, num_drafts=base.num_drafts,
+                              draft_length=base.draft_length, temperature=base.temperature)
     samples, scored, result, stop = [], {}, None, None
     bias = known_bias(pair.info.key, method, base, tokens)
     chunk = max(10, math.ceil(runs / FIDELITY_CHUNKS))
@@ -80,7 +86,7 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
                                      conditionals=scored)
             if len(samples) < runs:
                 yield Checked(heading() + band_note(result, bias) + f"running: {len(samples)} of {runs} runs compared",
-                              *_outputs(pair, result, None))
+                              *_outputs(pair, result, None, table, command))
     except BudgetSpent as error:
         if result is None:  # nothing compared yet: the runs so far, and what would fit
             stop = budget_stop("fidelity", 0, runs, "runs compared", error, _nothing_compared(
@@ -88,7 +94,7 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
             yield Checked(heading(stop=stop), None, _samples_data(pair, method, samples, tokens, stop))
             return
         stop = budget_stop("fidelity", result.num_runs, runs, "runs", error)
-    yield Checked(heading(stop=stop) + band_note(result, bias), *_outputs(pair, result, stop))
+    yield Checked(heading(stop=stop) + band_note(result, bias), *_outputs(pair, result, stop, table, command))
 
 
 def known_bias(pair_key: str, method: str, base, tokens: int) -> float | None:
@@ -157,16 +163,19 @@ def check_fidelity_fits(pair_key, method, base, runs: int, tokens: int) -> None:
         seconds = cost.fidelity_seconds(pair_key, method, base.num_drafts, base.draft_length, runs, tokens)
         raise ValueError(
             f"N = {runs} runs of {tokens} token(s) is over what fits this request's budget on this pair (at most "
-            f"{most}: {limits.LIMITS.iterations} decoding iterations, SPECTR_GBV_MAX_ITERATIONS, and "
-            f"{limits.LIMITS.seconds} s, SPECTR_GBV_MAX_SECONDS; estimated {cost.about(seconds)}), so it was not "
+            f"{most}: {limits.LIMITS.iterations} decoding iterations and "
+            f"{limits.LIMITS.seconds} s per request; estimated {cost.about(seconds)}), so it was not "
             "started: lower N or the tokens compared")
 
 
-def _outputs(pair, result, stop) -> tuple:
-    """(figure, data) of a fidelity result."""
+def _outputs(pair, result, stop, table=None, command=None) -> tuple:
+    """(figure, data) of a fidelity result; with `table` (rows from the result) and `command`, the data carries
+    what the downloads offer (components.wiring.downloads)."""
     outcome_text = [_outcome_text(pair, r.outcome) for r in result.rows]
     data = result.summary() | {"pair": pair.info.key, "stopped": stop.text() if stop else None, "outcomes": [
         {"tokens": text, "count": r.count, "empirical": r.empirical, "exact": r.exact} for text, r in zip(outcome_text, result.rows)]}
+    if table is not None:
+        data |= {"table": table(result, [outcome_text_of(pair, r.outcome) for r in result.rows]), "command": command}
     return figures.fidelity_figure(result, outcome_text), data
 
 
@@ -196,6 +205,7 @@ class FidelityTab:
     num_tokens: gr.Slider
     button: gr.Button
     outputs: dict[str, gr.components.Component]  # by the names run_fidelity's outputs carry
+    downloads: tuple = ()  # (files, command), made from the data after each run (components.wiring.downloads)
 
 
 def build(page, default_pair: str) -> None:
@@ -214,17 +224,20 @@ def build(page, default_pair: str) -> None:
         figure = gr.Plot(label="Empirical against exact law", elem_id="fidelity-figure",
                          show_label=False)  # its title names it; the label sat over the title
         how_to_read("fidelity")
+        files, command = download_components("fidelity")
         data = gr.JSON(label="Fidelity data")
     page.tab_handles.fidelity = FidelityTab(num_runs, num_tokens, button, outputs=dict(header=header, figure=figure,
-                                                                                         data=data))
+                                                                                         data=data),
+                                            downloads=(files, command))
 
 
 def wire_events(page) -> None:
     tab, s = page.tab_handles.fidelity, page.sidebar
     private.on(s.pair.change, runs_for_pair, [s.pair, s.method, s.draft_length, tab.num_tokens, s.num_drafts],
                tab.num_runs, queue=False, show_progress="hidden")
-    run_events(tab.button.click, tab.button, run_fidelity,
-               [s.pair, page.prompt, s.method, s.num_drafts, s.draft_length, s.temperature, tab.num_runs,
-                tab.num_tokens],
-               tab.outputs, message="header", clear=("figure", "data"), api_name="fidelity",
-               concurrency_id="models", preprocess=False)
+    run = run_events(tab.button.click, tab.button, run_fidelity,
+                     [s.pair, page.prompt, s.method, s.num_drafts, s.draft_length, s.temperature, tab.num_runs,
+                      tab.num_tokens],
+                     tab.outputs, message="header", clear=("figure", "data"), api_name="fidelity",
+                     concurrency_id="models", preprocess=False)
+    wire_downloads(run, tab.outputs["data"], *tab.downloads)

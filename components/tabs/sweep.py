@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from spectr_gbv.bench.view import command_line, sweep_rows
 from spectr_gbv.sweep import AXES, iter_sweep
 
 from ..serving import gpu, visitors
@@ -14,6 +15,7 @@ from ..serving import limits
 from ..serving.limits import BudgetSpent
 from ..serving.request import SWEEP
 from ..wiring import caps, cost, private
+from ..wiring.downloads import download_components, wire_downloads
 from ..render.band_figures import sweep_band_figures
 from ..wiring.budget_stops import Ticker, budget_stop, what_fits
 from ..wiring.caps import MAX_SWEEP_VALUES
@@ -71,7 +73,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
     repeats = number("repeats", run.repeats, 1, MAX_REPEATS)
     if len(methods) * len(swept) > limits.LIMITS.sweep_runs:
         raise ValueError(f"{len(methods)} methods x {len(swept)} values = {len(methods) * len(swept)} runs is over this "
-                         f"server's limit of {limits.LIMITS.sweep_runs} (SPECTR_GBV_MAX_SWEEP_RUNS): fewer methods or values")
+                         f"server's limit of {limits.LIMITS.sweep_runs} runs (methods x values): fewer methods or values")
     for value in swept:  # every swept K x L must fit the memory limit too
         if axis in ("K", "L"):
             settings(value if axis == "K" else run.num_drafts, value if axis == "L" else run.draft_length,
@@ -86,6 +88,13 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
              f"{base.max_new_tokens} tokens"]
     heading = functools.partial(header_line, pair.info.key, methods, base.num_drafts, base.draft_length, base.temperature,
                                 base.seed, [e for e in extra if e], swept=axis)
+    command = command_line("sweep", pair.info.key, prompt, methods=methods, num_drafts=base.num_drafts,
+                           draft_length=base.draft_length, temperature=base.temperature,
+                           max_new_tokens=base.max_new_tokens, seeds=range(base.seed, base.seed + repeats), axis=axis,
+                           values=swept)
+    table = functools.partial(sweep_rows, pair.info.key, prompt, num_drafts=base.num_drafts,
+                              draft_length=base.draft_length, temperature=base.temperature,
+                              max_new_tokens=base.max_new_tokens, timed=not pair.info.teaching)
     points, total, stop, partial, tick = [], len(methods) * len(swept), None, None, Ticker()
     progress(0, desc=f"{axis} = {swept[0]:g}")
     try:
@@ -95,7 +104,8 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
             progress(len(points) / total, desc=f"{len(points)} / {total} points")
             if len(points) < total:
                 yield Swept(heading() + f"running: {len(points)} of {total} points done",
-                            *sweep_band_figures(points, timed=not pair.info.teaching), _sweep_data(pair, axis, points, None))
+                            *sweep_band_figures(points, timed=not pair.info.teaching),
+                            _sweep_data(pair, axis, points, None) | {"table": table(points), "command": command})
     except BudgetSpent as error:
         note = ""
         if not points:  # the budget saw the first point's runs only: AR, then the first method's seeds
@@ -108,7 +118,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
                              otherwise=": fewer methods, values or seeds")
         stop = budget_stop("sweep", len(points), total, "points", error, note)
     yield Swept(heading(stop=stop), *sweep_band_figures(points, timed=not pair.info.teaching),
-                _sweep_data(pair, axis, points, stop) | {"partial_run": partial})
+                _sweep_data(pair, axis, points, stop) | {"partial_run": partial, "table": table(points), "command": command})
 
 
 def _sweep_data(pair, axis, points, stop) -> dict:
@@ -136,6 +146,7 @@ class SweepTab:
     repeats: gr.Number
     button: gr.Button
     outputs: dict[str, gr.components.Component]  # by the names run_sweep's Swept outputs carry
+    downloads: tuple = ()  # (files, command), made from the data after each run (components.wiring.downloads)
 
 
 def build(page) -> None:
@@ -153,9 +164,11 @@ def build(page) -> None:
             efficiency = gr.Plot(label="Block efficiency", elem_id="sweep-efficiency", **chart)
             speed = gr.Plot(label="Speedup vs AR (hardware-dependent)", elem_id="sweep-speed", **chart)
         how_to_read("sweep")
+        files, command = download_components("sweep")
         data = gr.JSON(label="Sweep data")
     page.tab_handles.sweep = SweepTab(axis, values, repeats, button,
-                                      outputs=dict(header=header, efficiency=efficiency, speed=speed, data=data))
+                                      outputs=dict(header=header, efficiency=efficiency, speed=speed, data=data),
+                                      downloads=(files, command))
 
 
 def wire_events(page) -> None:
@@ -163,7 +176,8 @@ def wire_events(page) -> None:
     for control in (s.pair, tab.axis):
         private.on(control.change, values_for_axis, [s.pair, tab.axis, s.methods], tab.values, queue=False,
                    show_progress="hidden")
-    run_events(tab.button.click, tab.button, run_sweep,
-               [s.pair, page.prompt, s.methods, tab.axis, tab.values, *page.settings_inputs, tab.repeats],
-               tab.outputs, message="header", clear=("efficiency", "speed", "data"), api_name="sweep",
-               concurrency_id="models", preprocess=False)
+    run = run_events(tab.button.click, tab.button, run_sweep,
+                     [s.pair, page.prompt, s.methods, tab.axis, tab.values, *page.settings_inputs, tab.repeats],
+                     tab.outputs, message="header", clear=("efficiency", "speed", "data"), api_name="sweep",
+                     concurrency_id="models", preprocess=False)
+    wire_downloads(run, tab.outputs["data"], *tab.downloads)

@@ -62,7 +62,7 @@ def ignored_info(method, setting: str) -> str | None:
 def draft_length_info(num_drafts, method) -> str:
     cap = max_draft_length(num_drafts)
     # Short, no long names: the note sits beside the number box in a 320 px sidebar (the server's
-    # refusal names SPECTR_GBV_MAX_BLOCK_TOKENS).
+    # refusal names the limit).
     note = f"at most {cap} at K = {int(num_drafts or 1)}: K x L <= {_limits(None).block_tokens}"
     ignored = ignored_info(method, "L")
     return f"{note}; {ignored}" if ignored else note

@@ -45,14 +45,18 @@ class NamedOutputs:
 
 
 JSON_DIGITS = 10  # significant digits a JSON output shows: 3.9999999999999996 is 4.0, and no measured digit is lost
+# Kept whole: a view's `table`, the rows its downloads offer, equal to what its command line prints
+# (components.wiring.downloads).
+UNROUNDED = ("table",)
 
 
 def rounded(value):
-    """`value` with every float to JSON_DIGITS significant digits (dicts, lists and tuples walked; NaN kept)."""
+    """`value` with every float to JSON_DIGITS significant digits (dicts, lists and tuples walked; NaN kept;
+    a dict's UNROUNDED keys left as they are)."""
     if isinstance(value, float):
         return float(f"{value:.{JSON_DIGITS}g}") if value == value else value
     if isinstance(value, dict):
-        return {key: rounded(item) for key, item in value.items()}
+        return {key: item if key in UNROUNDED else rounded(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [rounded(item) for item in value]
     return value
