@@ -91,6 +91,7 @@ class Inputs:
 # Each run handler's positional parameters (its signature starts with these names, in this order;
 # tests/test_run_request.py checks it, and that the public API's endpoints keep them).
 GENERATE = Inputs(("pair_key", "prompt", "method", *SETTINGS))
+RACE = GENERATE  # the race takes Generate's inputs: one method against plain decoding
 COMPARE = Inputs(("pair_key", "prompt", "methods", *SETTINGS, "coupled", "repeats"), optional=1)
 SWEEP = Inputs(("pair_key", "prompt", "methods", "axis", "values", *SETTINGS, "repeats"), optional=1)
 FIDELITY = Inputs(("pair_key", "prompt", "method", "num_drafts", "draft_length", "temperature", "num_runs",

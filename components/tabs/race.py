@@ -21,6 +21,7 @@ from spectr_gbv.config import DecodeConfig
 from spectr_gbv.engine import decode_iterations, run_record
 from spectr_gbv.records import IterationRecord
 
+from ..serving.request import RACE
 from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
 from ..wiring import private
@@ -169,7 +170,7 @@ def _standing(race: Race, method: str) -> str:
     return text
 
 
-@visitors.served(translate_error)
+@visitors.served(translate_error, RACE)
 @gpu.on_gpu(race_cost)
 @user_errors
 def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed,
