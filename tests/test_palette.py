@@ -145,5 +145,5 @@ def test_the_residual_bar_is_the_correction_colour():
     # Only SD's residual is norm((q - p)+) of the plotted bars: the others say so.
     assert "not norm" not in correction.layout.title.subtitle.text
     spectr = figures.distribution_figure(top, ["a", "b"], "correction", 1, method="spectr")
-    assert "SpecTr's residual is not norm" in spectr.layout.title.subtitle.text
+    assert "its residual is not norm" in spectr.layout.title.subtitle.text  # the subtitle stays short: two lines at most
     assert "not norm" not in figures.distribution_figure(top, ["a", "b"], "correction", 1, method="sd").layout.title.subtitle.text
