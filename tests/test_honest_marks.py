@@ -8,11 +8,7 @@ import pytest
 from components.render import figures
 from components.render.band_figures import efficiency_band_figure, sweep_band_figures
 from components.render.speedup_figure import speedup_figure, sweep_speedup_figure
-<<<<<<< HEAD
 from components.wiring.runs import speedup_of
-=======
-from components.wiring.runs import point_stats, speedup_of
->>>>>>> pictures
 from helpers import last
 
 pytestmark = pytest.mark.unit
