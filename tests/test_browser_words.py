@@ -101,7 +101,7 @@ def test_a_link_restores_the_settings_and_the_page_writes_one(browser, url):
     box = "#share-link textarea"
     link = wait_until(browser, lambda d: d.find_element(By.CSS_SELECTOR, box).get_attribute("value") or None, "the link")
     assert dict(parse_qsl(urlparse(link).query)) == {"pair": "two-token", "prompt": "A B", "method": "sd", "K": "3",
-                                                      "L": "2", "T": "0.45", "seed": "9", "tab": "sweep"}
+                                                      "L": "2", "T": "0.45", "seed": "9", "tab": "sweep", "present": "0"}
     assert link.startswith(url) and browser.current_url == link  # also in the address bar
 
 
