@@ -76,7 +76,7 @@ def test_a_method_added_by_one_registry_entry_reaches_every_view(twin):
     assert corrections, "no correction token in 30 tokens at T = 1"
     grid_html, figure, _ = explorer.shown(state, corrections[0] + 1)
     assert "the twin&#x27;s residual" in grid_html or "the twin's residual" in grid_html
-    assert "GBV twin's residual is not norm" in figure.layout.title.subtitle.text  # it does not plot its residual
+    assert "its residual is not norm" in figure.layout.title.subtitle.text  # it does not plot its residual
 
     # Compare: its column and its bar in its own colour; the coupled run includes it
     outputs = last(compare.compare("toy", "the cat", ["sd", "gbv_twin"], 1, 3, 0.8, 12, 0, True))
