@@ -136,14 +136,14 @@ def winners(rows: list[dict]) -> list[str]:
     return lines
 
 
-def _without_nan(value):
+def without_nan(value):
     """NaN (no theory line, one prompt) as JSON null."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
-        return {k: _without_nan(v) for k, v in value.items()}
+        return {k: without_nan(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_without_nan(v) for v in value]
+        return [without_nan(v) for v in value]
     return value
 
 
@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
             "**Best exact rule by E[tau given drafts]**\n\n" + "\n".join(winners(rows)),
         ])
         (out / "frontier.md").write_text(md + "\n")
-        (out / "frontier.json").write_text(json.dumps(_without_nan({
+        (out / "frontier.json").write_text(json.dumps(without_nan({
             "pair": args.pair, "prompts": args.prompts, "max_new_tokens": args.max_new_tokens,
             "configurations_done": done, "configurations": len(configs), "rows": rows}), indent=1))
     print(md)

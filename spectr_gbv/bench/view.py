@@ -32,6 +32,7 @@ from ..coupled import coupled_run
 from ..engine import generate_config
 from ..intervals import t_interval
 from ..methods import METHODS
+from .frontier import without_nan  # NaN (no band, no theory line) as JSON null, as the frontier writes it
 
 MODULE = "python -m spectr_gbv.bench.view"
 AUTOREGRESSIVE = "ar"
@@ -242,16 +243,6 @@ def _fidelity(pair, ids, args) -> list[dict]:
                          args.drafts, args.length, args.temperature)
 
 
-def _without_nan(value):
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _without_nan(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_without_nan(v) for v in value]
-    return value
-
-
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog=MODULE, description=__doc__.splitlines()[0])
     views = top.add_subparsers(dest="view", required=True)
@@ -293,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     pair = get_pair(args.pair)
     ids = pair.encode(args.prompt)
     rows = {"compare": _compare, "sweep": _sweep, "fidelity": _fidelity}[args.view](pair, ids, args)
-    rows = _without_nan(rows)
+    rows = without_nan(rows)
     print(json.dumps(rows, indent=1, ensure_ascii=False))
     return rows
 
