@@ -101,14 +101,7 @@ def set_number(driver, css: str, value) -> None:
     box.send_keys(str(value))
 
 
-# Known defect, not hidden: at 1440x900 (sidebar open) the Sweep's final frame never reaches the
-# page after Compare has run (the header stays at "running: 20 of 21 points done"); the same run
-# in-process and at the two other sizes finishes. Marked so until it is found and fixed.
-WINDOW_SWEEP_DEFECT = pytest.mark.xfail(reason="the Sweep's last frame does not reach the page at 1440x900", strict=False)
-
-
-@pytest.mark.parametrize("size", [pytest.param(size, marks=WINDOW_SWEEP_DEFECT) if size == WINDOW else size
-                                  for size in SIZES], ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_compare_and_sweep_charts_are_readable(browser, screenshots, timed_pairs, size):
     # The two-token example: its ceiling (the best any exact rule can do) is drawn at the default K and L.
     with running_app(default_pair="two-token", default_prompt="A") as url:
@@ -138,7 +131,8 @@ def test_compare_and_sweep_charts_are_readable(browser, screenshots, timed_pairs
         open_tab(browser, "Sweep")
         set_number(browser, "#sweep-repeats", 2)  # speedups over repeats: a median and its range per point
         browser.find_element(By.CSS_SELECTOR, "#sweep-button").click()
-        WebDriverWait(browser, TIMEOUT).until(
+        # 21 timed points: minutes on a loaded 2-core machine, and the wait is for the last frame, not a speed.
+        WebDriverWait(browser, 4 * TIMEOUT).until(
             lambda d: "seeds" in d.find_element(By.ID, "sweep-header").text
             and "running" not in d.find_element(By.ID, "sweep-header").text, message="the sweep's last point")
         wait_for(browser, "#sweep-speed .js-plotly-plot .scatterlayer .trace")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from components.render import figures
+from components.render.chart_layout import GROWN_PAST, HEIGHT, SUBTITLE_LINE_PX, figure, top_margin
 from components.render.band_figures import efficiency_band_figure, sweep_band_figures
 from components.render.speedup_figure import speedup_figure, sweep_speedup_figure
 from components.wiring.runs import speedup_of
@@ -53,7 +54,26 @@ def test_leading_methods_whose_bands_overlap_are_named_as_a_tie_within_noise():
     rows = [_row("sd", 1, 2.0, 1.8, 2.2), _row("spectr_gbv", 1, 2.1, 1.9, 2.3),
             _row("sd", 2, 2.0, 1.9, 2.1), _row("spectr_gbv", 2, 3.0, 2.9, 3.1)]
     subtitle = sweep_band_figures(rows, timed=False)[0].layout.title.subtitle.text.replace("<br>", " ")
-    assert "tie within noise" in subtitle and "K = 1: SpecTr-GBV, SD" in subtitle and "K = 2" not in subtitle
+    assert "tie within noise" in subtitle and "K = 1: every method" in subtitle and "K = 2" not in subtitle
+    rows.append(_row("gbv", 1, 1.0, 0.9, 1.1))  # now not every method ties at K = 1: the tied ones are named
+    subtitle = sweep_band_figures(rows, timed=False)[0].layout.title.subtitle.text.replace("<br>", " ")
+    assert "K = 1: SpecTr-GBV, SD" in subtitle
+
+
+def test_a_long_tie_note_stays_short_and_the_chart_grows_instead_of_its_plot_shrinking():
+    # Seven methods tied at three values once made an eleven-line subtitle: beside the open sidebar the
+    # plot's height went below zero and Plotly refused to draw the Sweep's last frame.
+    methods = ["sd", "spectr", "gbv", "spectr_gbv", "as_bv", "as_bv_handoff", "spectr_gbv_released"]
+    rows = [_row(m, k, 2.0 + 0.01 * i, 1.0, 3.5) for k in (1, 2, 4) for i, m in enumerate(methods)]
+    efficiency = sweep_band_figures(rows, timed=False)[0]
+    subtitle = efficiency.layout.title.subtitle.text
+    assert "K = 1, 2, 4: every method" in subtitle.replace("<br>", " ")
+    lines = subtitle.count("<br>") + 1
+    assert efficiency.layout.margin.t == top_margin(subtitle)
+    planned = HEIGHT - GROWN_PAST  # what a chart of three subtitle lines keeps below its title
+    assert efficiency.layout.height - efficiency.layout.margin.t == planned, (lines, efficiency.layout.height)
+    assert figure("a chart", "x", "y", "one<br>two<br>three").layout.height == HEIGHT  # three lines: as planned
+    assert figure("a chart", "x", "y", "one<br>two<br>three<br>four").layout.height == HEIGHT + SUBTITLE_LINE_PX
 
 
 def test_the_axes_fit_the_points_and_a_band_past_them_is_clipped_and_said_so():

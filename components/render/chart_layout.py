@@ -107,12 +107,29 @@ def top_margin(subtitle: str | None, extra_lines: int = 0) -> int:
     return TITLE_PX + SUBTITLE_LINE_PX * max(lines, 1)
 
 
+# Up to three subtitle lines fit a chart of its planned height; each line past them adds its own pixels to the
+# figure's height instead of taking them from the plot. (A long note once left a sweep chart beside the
+# open sidebar with a plot of negative height: Plotly threw "Something went wrong with axis scaling" and
+# the page never received the run's last frame.)
+GROWN_PAST = TITLE_PX + 3 * SUBTITLE_LINE_PX
+
+
+def fit_top(fig: go.Figure, subtitle: str | None, extra_lines: int = 0) -> go.Figure:
+    """The top margin for the title and `subtitle` (`top_margin`), the figure's height grown by what the
+    margin takes past GROWN_PAST, so the plot keeps its planned height however many lines come; idempotent
+    (a later call with a longer subtitle grows it by the difference only)."""
+    before, after = fig.layout.margin.t, top_margin(subtitle, extra_lines)
+    grown = max(0, after - GROWN_PAST) - max(0, (before if before is not None else after) - GROWN_PAST)
+    fig.update_layout(margin_t=after, height=(fig.layout.height or HEIGHT) + grown)
+    return fig
+
+
 def figure(title: str, x_title: str, y_title: str, subtitle: str | None = None) -> go.Figure:
     """An empty chart in the house layout; the top margin grows with the subtitle's lines."""
     fig = go.Figure()
     fig.update_layout(title=dict(TITLE, text=title, subtitle=dict(text=subtitle) if subtitle else None),
                       xaxis_title=x_title, yaxis_title=y_title, **LAYOUT)
-    fig.update_layout(margin_t=top_margin(subtitle))
+    fit_top(fig, subtitle)
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
     return fig

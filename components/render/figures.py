@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from spectr_gbv import METHODS
 
 from .chart_layout import figure as _figure
-from .chart_layout import legend_name, method_axis, method_label, subtitle_lines, top_margin, whole_number_axis
+from .chart_layout import legend_name, method_axis, method_label, fit_top, subtitle_lines, whole_number_axis
 from .palette import KINDS, TARGET_Q, DRAFT_P, bar_marker, line_style, method_colour
 from .text import visible_token
 
@@ -151,7 +151,8 @@ def fidelity_figure(result, outcome_text: Sequence[str]) -> go.Figure:
                              arrayminus=[r.exact - r.band_low for r in rows]))
     fig.add_bar(name="empirical", x=names, y=[r.empirical for r in rows], marker=bar_marker([result.method] * len(rows)))
     # Outcomes of three tokens make long, tilted ticks: the legend goes above the plot, out of their way.
-    fig.update_layout(barmode="group", margin_t=top_margin(subtitle, extra_lines=2),
+    fit_top(fig, subtitle, extra_lines=2)
+    fig.update_layout(barmode="group",
                       legend=dict(orientation="h", yref="paper", yanchor="bottom", y=1.0, xref="paper", xanchor="right",
                                   x=1.0))
     fig.update_xaxes(automargin=True)

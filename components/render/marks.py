@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 import plotly.graph_objects as go
 from spectr_gbv import METHODS
 
-from .chart_layout import legend_name, method_label, subtitle_lines, top_margin
+from .chart_layout import fit_top, legend_name, method_label, subtitle_lines
 
 IGNORES_K = " (ignores K)"
 PAD = 0.08  # of the data's span, above and below it (at least MIN_PAD)
@@ -59,16 +59,20 @@ def tie_note(methods: Sequence[str], where: str = "") -> str:
 
 
 def sweep_tie_note(rows: Sequence[dict]) -> str:
-    """Per swept value with a tie at the top, the tied methods; at most three values named."""
+    """Per swept value with a tie at the top, the tied methods ("every method" when all tie; values with
+    the same tie share one entry); at most three entries named, so the note stays two or three lines."""
     axis = rows[0]["axis"] if rows else "K"
-    ties = []
+    everyone = set(r["method"] for r in rows)
+    by_tie: dict[str, list[str]] = {}
     for value in sorted({r["value"] for r in rows}):
         tied = tied_with_leader({r["method"]: r for r in rows if r["value"] == value})
         if tied:
-            ties.append(f"{axis} = {value:g}: {', '.join(method_label(m) for m in tied)}")
-    if not ties:
+            names = "every method" if set(tied) == everyone else ", ".join(method_label(m) for m in tied)
+            by_tie.setdefault(names, []).append(f"{value:g}")
+    if not by_tie:
         return ""
-    more = f"; and at {len(ties) - 3} more values" if len(ties) > 3 else ""
+    ties = [f"{axis} = {', '.join(values)}: {names}" for names, values in by_tie.items()]
+    more = f"; and {len(ties) - 3} more" if len(ties) > 3 else ""
     return "tie within noise (95\u00a0% bands overlap) at " + "; ".join(ties[:3]) + more
 
 
@@ -118,8 +122,8 @@ def add_subtitle(fig: go.Figure, *notes: str) -> go.Figure:
         return fig
     subtitle = fig.layout.title.subtitle.text
     text = f"{subtitle}<br>{extra}" if subtitle else extra
-    fig.update_layout(title_subtitle_text=text, margin_t=top_margin(text))
-    return fig
+    fig.update_layout(title_subtitle_text=text)
+    return fit_top(fig, text)
 
 
 def coinciding(fig: go.Figure) -> list[list[str]]:

@@ -17,8 +17,8 @@ from typing import Mapping
 import plotly.graph_objects as go
 from spectr_gbv import AUTOREGRESSIVE
 
-from .chart_layout import (LAYOUT, TITLE, figure, method_axis, method_label, note_figure, subtitle_lines,
-                           top_margin)
+from .chart_layout import (LAYOUT, TITLE, figure, fit_top, method_axis, method_label, note_figure,
+                           subtitle_lines)
 from .marks import k_legend_name
 from .palette import PHASE_COLOURS, bar_marker, line_style
 
@@ -140,7 +140,8 @@ def _with_phases(shown: Mapping[str, Speedup], labels: list[str], phases: dict, 
                         subplot_titles=("speedup vs AR (dashed: AR)", "ms per token, by phase"))
     fig.update_layout(title=dict(TITLE, text="Wall-clock speedup vs AR, and why", subtitle=dict(text=subtitle)),
                       barmode="stack", **LAYOUT)
-    fig.update_layout(height=PHASES_HEIGHT, margin_t=top_margin(subtitle, extra_lines=1))  # and the top panel's title
+    fig.update_layout(height=PHASES_HEIGHT)
+    fit_top(fig, subtitle, extra_lines=1)  # and the top panel's title
     fig.add_bar(showlegend=False, row=1, col=1, x=labels, y=[v.median for v in shown.values()], error_y=_range(shown),
                 marker=speedup_marker(shown), hovertext=[speedup_hover(v) for v in shown.values()])
     fig.add_hline(y=1.0, row=1, col=1, **AR_LINE)

@@ -22,7 +22,7 @@ from spectr_gbv import AUTOREGRESSIVE, METHODS
 from spectr_gbv.intervals import t_interval
 from spectr_gbv.pairs import PAIRS
 
-from ..render.chart_layout import top_margin
+from ..render.chart_layout import fit_top
 from ..render.speedup_figure import NOISY_AR_SPREAD, Speedup  # noqa: F401 - the record speedup_of makes
 
 MAX_REPEATS = 10
@@ -144,8 +144,7 @@ def titled(figure, coupled: bool):
     source = f"{'coupled' if coupled else 'independent'} runs"
     subtitle = figure.layout.title.subtitle.text
     figure.update_layout(title_subtitle_text=f"{source}<br>{subtitle}" if subtitle else source)
-    figure.update_layout(margin_t=top_margin(figure.layout.title.subtitle.text))  # room for the line added
-    return figure
+    return fit_top(figure, figure.layout.title.subtitle.text)  # room for the line added
 
 
 class StopRequests:
