@@ -2,10 +2,11 @@
 
 The drafts' shared prefixes are merged (spectr_gbv.trie.DraftTrie, the same trie the target
 scores), so a prefix two drafts share is one node. The root is the context; depth d is output
-position d. The accepted path (the winning draft's first tau tokens) is drawn in the accepted
-look, and the final token (correction or bonus) hangs from its end, dashed, in its kind's look.
-Leaves are stacked top to bottom in draft order and a parent sits level with its first child,
-so draft 1 reads along the top row as in the grid. With one draft there is no tree to draw.
+position d, numbered down the left. The accepted path (the winning draft's first tau tokens) is
+drawn in the accepted look, and the final token (correction or bonus) hangs from its end, dashed,
+in its kind's look. The tree grows downwards (K is at most 8, so it stays narrow beside the
+step-through): leaves stand left to right in draft order, a parent over the middle of its
+children. With one draft there is no tree to draw.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from spectr_gbv.trie import DraftTrie
 from .palette import KINDS, UNREACHED
 from .text import visible_token
 
-COLUMN, ROW, BOX_W, BOX_H = 96, 38, 84, 26  # px in the SVG's own units (it scales to its box)
-LABEL_CHARS = 9  # a longer token is cut with an ellipsis (its <title> keeps it whole)
+BOX_W, BOX_H, GAP, LEVEL = 76, 26, 8, 44  # px in the SVG's own units: a node's box, between leaves, between depths
+GUTTER, PAD = 22, 4  # the position numbers down the left; the margin
+LABEL_CHARS = 8  # a longer token is cut with an ellipsis (its <title> keeps it whole)
 ROOT = -1
 
 
@@ -37,25 +39,32 @@ def _label(text: str) -> str:
 
 
 def _layout(parents: list[int]) -> dict[int, tuple[int, float]]:
-    """(depth, row) of every node and the root: leaves take rows 0, 1, ... in order, a parent its first child's row."""
+    """(depth, column) of every node and the root: leaves take columns 0, 1, ... in order, a parent sits over
+    the middle of its children."""
     children: dict[int, list[int]] = {ROOT: []}
     for node, parent in enumerate(parents):
         children.setdefault(parent, []).append(node)
     place: dict[int, tuple[int, float]] = {}
-    next_row = 0
+    next_column = 0
 
     def visit(node: int, depth: int) -> float:
-        nonlocal next_row
+        nonlocal next_column
         kids = children.get(node, [])
         if not kids:
-            row, next_row = next_row, next_row + 1
+            column, next_column = next_column, next_column + 1
         else:
-            row = [visit(kid, depth + 1) for kid in kids][0]
-        place[node] = (depth, row)
-        return row
+            columns = [visit(kid, depth + 1) for kid in kids]
+            column = (columns[0] + columns[-1]) / 2
+        place[node] = (depth, column)
+        return column
 
     visit(ROOT, 0)
     return place
+
+
+def _corner(place: dict[int, tuple[int, float]], node: int) -> tuple[float, float]:
+    depth, column = place[node]
+    return GUTTER + PAD + column * (BOX_W + GAP), PAD + depth * LEVEL
 
 
 def _box(x: float, y: float, text: str, tip: str, style, attributes: str, final: bool = False) -> str:
@@ -82,51 +91,40 @@ def draft_tree_html(it: IterationRecord, token_text: Callable[[list[int]], list[
     place = _layout([*trie.parents, final_parent])
     texts = token_text(trie.tokens)
     (final_text,) = token_text([it.final_token])
-    rows = max(row for _, row in place.values()) + 1
+    columns = max(column for _, column in place.values()) + 1
     depth_max = max(depth for depth, _ in place.values())
-    width, height = 70 + (depth_max - 1) * COLUMN + BOX_W + 4, rows * ROW + 8
-
-    def corner(node: int) -> tuple[float, float]:
-        depth, row = place[node]
-        return 70 + (depth - 1) * COLUMN, 4 + row * ROW
-
-    edges, boxes = [], []
-    accepted = KINDS["accepted"]
-    on_path = set(path)
+    width, height = GUTTER + 2 * PAD + columns * (BOX_W + GAP) - GAP, 2 * PAD + depth_max * LEVEL + BOX_H
+    accepted, on_path = KINDS["accepted"], set(path)
+    edges = []
     for node in [*range(trie.size), final]:
         parent = final_parent if node == final else trie.parents[node]
-        x, y = corner(node)
-        if parent == ROOT:
-            px, py = 62, 4 + place[ROOT][1] * ROW + BOX_H / 2
-        else:
-            ox, oy = corner(parent)
-            px, py = ox + BOX_W, oy + BOX_H / 2
+        (x, y), (px, py) = _corner(place, node), _corner(place, parent)
+        x, px, py = x + BOX_W / 2, px + BOX_W / 2, py + BOX_H
         strong = node in on_path or node == final
         colour = KINDS[it.final_kind].strong if node == final else (accepted.strong if strong else UNREACHED.strong)
         dash = ' stroke-dasharray="5 3"' if node == final else ""
-        edges.append(f'<path class="tree-edge" d="M{px:.0f},{py:.0f} C{px + 12:.0f},{py:.0f} {x - 12:.0f},'
-                     f'{y + BOX_H / 2:.0f} {x:.0f},{y + BOX_H / 2:.0f}" fill="none" stroke="{colour}" '
-                     f'stroke-width="{3 if strong else 1.5}"{dash}/>')
+        edges.append(f'<path class="tree-edge" d="M{px:.0f},{py:.0f} C{px:.0f},{py + 10:.0f} {x:.0f},{y - 10:.0f} '
+                     f'{x:.0f},{y:.0f}" fill="none" stroke="{colour}" stroke-width="{3 if strong else 1.5}"{dash}/>')
+    boxes = []
     for node in range(trie.size):
-        x, y = corner(node)
         drafts = [k + 1 for k, nodes in enumerate(trie.node_of) if node in nodes]
         kept = node in on_path
-        style = accepted if kept else UNREACHED
         tip = (f"{visible_token(texts[node])} at position {trie.depths[node]}, in draft(s) "
                f"{', '.join(map(str, drafts))}" + ("; accepted" if kept else ""))
         attributes = (f' data-node="{node}" data-depth="{trie.depths[node]}" data-token="{html.escape(texts[node])}"'
                       f' data-drafts="{",".join(map(str, drafts))}"' + (' data-accepted="true"' if kept else ""))
-        boxes.append(_box(x, y, texts[node], tip, style, attributes))
-    x, y = corner(final)
+        boxes.append(_box(*_corner(place, node), texts[node], tip, accepted if kept else UNREACHED, attributes))
     final_style = KINDS[it.final_kind]
-    boxes.append(_box(x, y, f"{final_style.glyph} {final_text}",
+    boxes.append(_box(*_corner(place, final), f"{final_style.glyph} {final_text}",
                       f"{it.final_kind} token {visible_token(final_text)} at position {it.num_accepted + 1}",
                       final_style, f' data-final="{it.final_kind}" data-depth="{it.num_accepted + 1}"'
                                    f' data-token="{html.escape(final_text)}"', final=True))
-    root_y = 4 + place[ROOT][1] * ROW
-    root = (f'<g class="tree-root"><rect x="0" y="{root_y}" width="62" height="{BOX_H}" rx="5" fill="#ffffff" '
-            f'stroke="#4b5563"/><text x="31" y="{root_y + BOX_H / 2 + 5:.0f}" text-anchor="middle" '
-            f'fill="#1a1a1a">context</text></g>')
+    root_x, root_y = _corner(place, ROOT)
+    root = (f'<g class="tree-root"><rect x="{root_x:.0f}" y="{root_y:.0f}" width="{BOX_W}" height="{BOX_H}" rx="5" '
+            f'fill="#ffffff" stroke="#4b5563"/><text x="{root_x + BOX_W / 2:.0f}" y="{root_y + BOX_H / 2 + 5:.0f}" '
+            f'text-anchor="middle" fill="#1a1a1a">context</text></g>')
+    positions = "".join(f'<text class="tree-position" x="{PAD}" y="{PAD + d * LEVEL + BOX_H / 2 + 5:.0f}" '
+                        f'fill="#4b5563">{d}</text>' for d in range(1, depth_max + 1))
     caption = (f"{len(it.draft_tokens)} drafts, {trie.size} distinct prefixes "
                f"(of {sum(len(row) for row in it.draft_tokens)} drafted tokens); the accepted path and the "
                f"{it.final_kind} token are highlighted.")
@@ -135,4 +133,4 @@ def draft_tree_html(it: IterationRecord, token_text: Callable[[list[int]], list[
             f'<div class="tree-scroll"><svg class="tree-svg" viewBox="0 0 {width:.0f} {height:.0f}" '
             f'width="{width:.0f}" height="{height:.0f}" role="img" aria-label="{html.escape(caption)}" '
             f'font-family="ui-monospace, monospace" font-size="14">'
-            f'{"".join(edges)}{root}{"".join(boxes)}</svg></div></div>')
+            f'{positions}{"".join(edges)}{root}{"".join(boxes)}</svg></div></div>')

@@ -101,19 +101,19 @@ def _drafts_table(it: IterationRecord, token_text: TokenText, focus: set[tuple[i
     tau, winner = it.num_accepted, it.winning_draft
     rows = []
     for k, tokens in enumerate(it.draft_tokens):
-        cells = [f'<th class="step-label" scope="row">draft {k + 1}</th>']
+        cells = [f'<th class="step-draft-label" scope="row">draft {k + 1}</th>']
         for i, text in enumerate(token_text(tokens)):
             if final and k == winner and tau > 0 and i == tau:
                 cells.append(_cell(token_text([it.final_token])[0], final, True))
                 continue
-            below = (f"p {shown_number(it.draft_token_probs[k][i])} · q {shown_number(it.target_token_probs[k][i])}"
+            below = (f"p {shown_number(it.draft_token_probs[k][i])}<br>q {shown_number(it.target_token_probs[k][i])}"
                      if probs else "")
             cells.append(_cell(text, marks.get((k, i)), (k, i) in focus, below))
         if final and k == winner and tau == len(tokens):
             cells.append(_cell(token_text([it.final_token])[0], final, True))
         rows.append(f"<tr>{''.join(cells)}</tr>")
     if final and (winner is None or tau == 0):
-        rows.append(f'<tr><th class="step-label" scope="row">no draft kept</th>'
+        rows.append(f'<tr><th class="step-draft-label" scope="row">no draft kept</th>'
                     f"{_cell(token_text([it.final_token])[0], final, True)}</tr>")
     return f'<div class="step-scroll"><table class="step-table"><tbody>{"".join(rows)}</tbody></table></div>'
 
