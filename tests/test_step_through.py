@@ -175,3 +175,14 @@ def test_the_handlers_follow_the_iteration_and_step_within_it(runs):
 def test_a_bad_stage_gets_words_not_a_crash(runs, stage):
     with pytest.raises(gr.Error, match="the step"):
         explorer_inside.step(runs[("sd", 1)], 1, stage, 1)
+
+
+def test_sds_h_is_read_as_the_ratio_of_the_tested_token(runs):
+    """SD's tests are ratio tests: h = min(1, q/p) of the sub-block's last token, and the stage says so."""
+    shown = 0
+    for it in runs[("sd", 1)].record.iterations:
+        for stage in stages(it, runs[("sd", 1)].token_text, "sd"):
+            if stage.kind == "test" and stage.test.accept_prob is not None:
+                assert "h = min(1, q/p): the ratio test of this token" in stage.body
+                shown += 1
+    assert shown > 0

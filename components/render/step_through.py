@@ -141,6 +141,14 @@ def _drafts_stage(it: IterationRecord, token_text: TokenText) -> Stage:
     return Stage("drafts", "The drafts appear", body, data=(("drafts", str(k)), ("length", str(length))))
 
 
+def _what_h_is(test: SubBlockTest, p: float, q: float) -> str:
+    """Whether h is the ratio test of the last token (SD and the token rules) or a rule's own number."""
+    if test.accept_prob is not None and p > 0 and abs(test.accept_prob - min(1.0, q / p)) <= 1e-9:
+        return "Here h = min(1, q/p): the ratio test of this token."
+    span = "this token" if test.length == 1 else f"tokens {test.start + 1}..{test.start + test.length} together"
+    return f"h is the probability the rule gives to keeping {span}."
+
+
 def _test_stage(it: IterationRecord, token_text: TokenText, j: int) -> Stage:
     test = it.tests[j]
     end = test.start + test.length - 1
@@ -151,8 +159,7 @@ def _test_stage(it: IterationRecord, token_text: TokenText, j: int) -> Stage:
     body = (f"<p>Draft {test.draft + 1}, {_span(test)}: {html.escape(_quoted(tokens))}.</p>"
             f"<p>{sentence}</p>"
             f'<p class="step-aside">At token {end + 1}: q = {shown_number(q)}, p = {shown_number(p)}, q/p = {ratio}. '
-            f"h is the probability the rule gives "
-            f"to keeping {'this token' if test.length == 1 else 'the whole sub-block'}.</p>"
+            f"{_what_h_is(test, p, q)}</p>"
             + _drafts_table(it, token_text, {(test.draft, i) for i in range(test.start, end + 1)},
                             _test_marks(it.tests[:j])))
     data = (("test", str(j + 1)), ("draft", str(test.draft + 1)), ("end", str(end + 1)), *data)
