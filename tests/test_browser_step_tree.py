@@ -36,7 +36,8 @@ def box(driver, css: str) -> dict:
 
 
 def overlap(a: dict, b: dict) -> bool:
-    return a["left"] < b["right"] - 1 and b["left"] < a["right"] - 1 and a["top"] < b["bottom"] - 1 and b["top"] < a["bottom"] - 1
+    return (a["left"] < b["right"] - 1 and b["left"] < a["right"] - 1
+            and a["top"] < b["bottom"] - 1 and b["top"] < a["bottom"] - 1)
 
 
 def uncovered(driver, css: str) -> bool:
@@ -183,7 +184,8 @@ def test_the_step_through_and_the_tree_at_three_sizes(browser, url, screenshots)
 
     resize(browser, *PROJECTOR)  # the sidebar stays open, as the teacher left it
     set_presentation(browser, True)
-    large = browser.execute_script("return parseFloat(getComputedStyle(document.querySelector('#explorer-steps .step-through')).fontSize)")
+    large = browser.execute_script(
+        "return parseFloat(getComputedStyle(document.querySelector('#explorer-steps .step-through')).fontSize)")
     assert large >= 20  # presentation type reaches the step-through
     check_explorer(browser, screenshots, "1024-presentation")
     set_presentation(browser, False)

@@ -95,7 +95,8 @@ def test_the_distribution_stage_turns_q_minus_p_into_the_residual_shown(runs):
             (stage,) = [s for s in stages(it, state.token_text, state.record.config.method) if s.kind == "distribution"]
             rows = re.findall(r"<tr>(.*?)</tr>", stage.body.split("<tbody>")[1])
             cells = [re.findall(r"<td>(.*?)</td>", row) for row in rows]
-            assert [c[0] for c in cells] == [visible_token(t) for t in state.token_text([t.token for t in it.final_top])]
+            tops = state.token_text([t.token for t in it.final_top])
+            assert [c[0] for c in cells] == [visible_token(t) for t in tops]
             if it.final_kind == "bonus":
                 assert [c[1] for c in cells] == [shown_number(t.target_prob) for t in it.final_top]
                 continue

@@ -168,8 +168,8 @@ def _test_stage(it: IterationRecord, token_text: TokenText, j: int) -> Stage:
 
 def _decision_stage(it: IterationRecord, token_text: TokenText) -> Stage:
     tau, length, winner = it.num_accepted, len(it.draft_tokens[0]), it.winning_draft
-    kept = (f"τ = <b>{tau}</b>: the iteration keeps tokens 1..{tau} of draft {winner + 1}" if tau and winner is not None
-            else "τ = <b>0</b>: no drafted token is kept")
+    kept = (f"τ = <b>{tau}</b>: the iteration keeps tokens 1..{tau} of draft {winner + 1}"
+            if tau and winner is not None else "τ = <b>0</b>: no drafted token is kept")
     failure = first_failure(it)
     if failure is None:
         body = f"<p>No test failed. {kept}, all {length} of them.</p>"
@@ -207,8 +207,8 @@ def _distribution_stage(it: IterationRecord, token_text: TokenText, method: str)
         f"<td>{'–' if t.draft_prob is None else shown_number(max(t.target_prob - t.draft_prob, 0.0))}</td>"
         f"<td>{shown_number(t.final_prob)}</td></tr>" for x, t in zip(texts, it.final_top))
     own = method in METHODS and not METHODS[method].plots_its_residual
-    note = (f"<p class=\"step-aside\">This rule subtracts more than this draft's p: {html.escape(final_token_rule(method, 'correction'))}</p>"
-            if own else "")
+    rule = html.escape(final_token_rule(method, "correction"))
+    note = f'<p class="step-aside">This rule subtracts more than this draft\'s p: {rule}</p>' if own else ""
     body = (f"<p>At position {position} the target's q minus the draft's p, cut at 0 and renormalised, becomes the "
             f"<b>residual</b>: the part of q the draft under-proposed. The correction is drawn from it.</p>{note}"
             f'<table class="step-dist"><thead><tr><th>token</th><th>q</th><th>p</th><th>max(q − p, 0)</th>'
@@ -228,7 +228,8 @@ def _final_stage(it: IterationRecord, token_text: TokenText, method: str, cut_by
              "target": "drawn from the target's q: a plain AR step"}[it.final_kind]
     body = (f"<p>The final token: <b>{html.escape(visible_token(text))}</b>, a <b>{it.final_kind}</b> {where}"
             f"{chance}, at position {it.num_accepted + 1}.</p>"
-            f"<p>This iteration emitted {html.escape(emitted)}: one target call, {it.num_accepted + 1} token(s).</p>{cut}"
+            f"<p>This iteration emitted {html.escape(emitted)}: one target call, {it.num_accepted + 1} token(s).</p>"
+            f"{cut}"
             f'<p class="step-aside">{html.escape(final_token_rule(method, it.final_kind))}</p>')
     if it.draft_tokens:
         body += _drafts_table(it, token_text, marks=_accepted_marks(it), final=it.final_kind)

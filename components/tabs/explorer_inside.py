@@ -80,7 +80,8 @@ def build() -> InsideHandles:
             with gr.Row(elem_id="explorer-step-controls"):
                 first_button = gr.Button("↺ first step", size="sm", elem_id="explorer-step-first", scale=0,
                                          min_width=120)
-                back_button = gr.Button("◀ step back", size="sm", elem_id="explorer-step-back", scale=0, min_width=140)
+                back_button = gr.Button("◀ step back", size="sm", elem_id="explorer-step-back", scale=0,
+                                        min_width=140)
                 step_button = gr.Button("step ▶", size="sm", elem_id="explorer-step", scale=0, min_width=100,
                                         variant="primary")
             steps = gr.HTML(EMPTY_STEPS, elem_id="explorer-steps", apply_default_css=False)
