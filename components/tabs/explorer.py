@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from . import explorer_inside
 from ..wiring import private
 from ..wiring.errors import user_error, user_errors
 from ..wiring.explorer_js import GRID_JS
@@ -171,6 +172,7 @@ class ExplorerTab:
     next_button: gr.Button
     playing: gr.State
     timer: gr.Timer
+    inside: explorer_inside.InsideHandles | None = None  # the step-through and the drafts' tree
 
     def panels(self) -> dict:
         return {"grid": self.grid, "figure": self.figure, "details": self.details}
@@ -195,9 +197,10 @@ def build(page) -> None:
                 figure = gr.Plot(label="Distributions at the final position", elem_id="distribution-plot",
                                  show_label=False)  # its title names it; the label sat over the title
         how_to_read("explorer")
+        inside = explorer_inside.build()
         details = gr.JSON(label="This iteration's acceptance tests")
     page.tab_handles.explorer = ExplorerTab(iteration, grid, figure, details, previous_button, play_button, next_button,
-                                         playing, timer)
+                                         playing, timer, inside)
 
 
 def wire_events(page) -> None:
@@ -215,3 +218,4 @@ def wire_events(page) -> None:
     private.on(tab.timer.tick, play_tick, [state, tab.iteration], played)
     for button, delta in ((tab.previous_button, -1), (tab.next_button, 1)):
         private.on(button.click, functools.partial(step_iteration, delta=delta), [state, tab.iteration], stepped)
+    explorer_inside.wire_events(page, tab.inside, tab.grid, tab.iteration)
