@@ -8,6 +8,7 @@ under the grid makes rows from which the same cells follow, number for number.
 
 from __future__ import annotations
 
+import json
 import shlex
 from types import SimpleNamespace
 
@@ -21,6 +22,7 @@ from components.wiring import cost, grid_size
 from components.wiring.runs import STOPS
 from spectr_gbv.bench import frontier
 from spectr_gbv.bench.grid_cells import GAIN, cell, cell_row, covers_zero, grid_cells
+from spectr_gbv.bench.grid_cells import main as grid_cells_command
 from spectr_gbv.intervals import t_interval
 
 pytestmark = pytest.mark.unit
@@ -143,16 +145,27 @@ def test_the_printed_command_reproduces_the_views_numbers(tmp_path):
     final = last(grid_view.run_grid(*SMALL))
     data = final.data
     assert data["configurations_done"] == 4 and data["stopped"] is None and len(data["table"]) == 4
-    words = shlex.split(data["command"])
-    assert words[:3] == ["python", "-m", "spectr_gbv.bench.frontier"]
-    args = words[3:]
-    args[args.index("--out") + 1] = str(tmp_path)
-    rows = frontier.main(args)
-    again = [cell_row(c, "expected") for c in grid_cells(rows, "expected", "best", "spectr")]
-    shown = [{k: row[k] for k in again[0]} for row in data["table"]]
-    assert shown == again  # every number: values, rules, intervals, ties
-    assert (tmp_path / "frontier.json").exists()
+    run, cells = (shlex.split(line) for line in data["command"].splitlines())
+    assert run[:3] == ["python", "-m", "spectr_gbv.bench.frontier"]
+    assert cells[:3] == ["python", "-m", "spectr_gbv.bench.grid_cells"]
+    run[run.index("--out") + 1] = str(tmp_path)
+    rows = frontier.main(run[3:])
     assert {r["method"] for r in rows} == {"sd", "spectr", "spectr_gbv"}
+    printed = grid_cells_command([str(tmp_path / "frontier.json"), *cells[4:]])  # the file the first one wrote
+    shown = [{k: row[k] for k in printed[0]} for row in data["table"]]
+    assert shown == printed  # every number: values, rules, intervals, ties
+    assert printed == [cell_row(c, "expected") for c in grid_cells(rows, "expected", "best", "spectr")]
+
+
+def test_the_cells_command_reads_a_frontier_file_with_several_temperatures(tmp_path, capsys):
+    rows = [r for T in (0.4, 1.0) for r in rows_of(2, 4, {"spectr": [1.0, 1.2], "gbv": [1.5, None]}, T)]
+    path = tmp_path / "frontier.json"
+    path.write_text(json.dumps({"rows": rows}))
+    with pytest.raises(SystemExit):
+        grid_cells_command([str(path)])
+    assert "several temperatures (0.4, 1): choose one" in capsys.readouterr().err
+    (printed,) = grid_cells_command([str(path), "--temperature", "1.0"])
+    assert printed["rule"] == "spectr" and printed["T"] == 1.0  # GBV's null (no value) is not a best
 
 
 def test_stop_keeps_the_configurations_that_finished():

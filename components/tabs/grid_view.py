@@ -6,8 +6,9 @@ heatmap of the best exact rule's E[tau | drafts] or of one rule's gain over anot
 95 % interval on hover and "~" where it covers 0 (`spectr_gbv.bench.grid_cells`,
 `components.render.kl_heatmap`). The grid is sized by the cost estimate before it starts
 (`components.wiring.grid_size`), streams a frame per configuration, and stops with Generate's
-Stop. Its downloads are the cells it drew; the command under it (`python -m
-spectr_gbv.bench.frontier ...`) makes the same rows, from which the same cells follow.
+Stop. Its downloads are the cells it drew; the commands under it (`python -m
+spectr_gbv.bench.frontier ...`, then `python -m spectr_gbv.bench.grid_cells ...`) make the same
+rows and print the same cells.
 """
 
 from __future__ import annotations
@@ -86,12 +87,16 @@ def measured_rules(ticked: list[str], rule: str, baseline: str) -> list[str]:
     return [m for m in METHODS if m in wanted]
 
 
-def command_line(pair_key: str, prompts: int, drafts, lengths, temperature: float, methods, tokens: int) -> str:
-    """The frontier command that makes this grid's rows (and writes them to OUT_FOLDER/frontier.json)."""
-    return " ".join([
-        "python -m spectr_gbv.bench.frontier", "--pair", shlex.quote(pair_key), "--prompts", str(prompts),
-        "--drafts", *map(str, drafts), "--lengths", *map(str, lengths), "--temperatures", repr(float(temperature)),
-        "--methods", *methods, "--max-new-tokens", str(tokens), "--out", OUT_FOLDER])
+def command_line(pair_key: str, prompts: int, drafts, lengths, temperature: float, methods, tokens: int,
+                 cell_value: str, rule: str, baseline: str) -> str:
+    """Two commands: the frontier run that makes this grid's rows (written to OUT_FOLDER/frontier.json), then the
+    cells of those rows, printed as the rows the downloads offer."""
+    run = ["python -m spectr_gbv.bench.frontier", "--pair", shlex.quote(pair_key), "--prompts", str(prompts),
+           "--drafts", *map(str, drafts), "--lengths", *map(str, lengths), "--temperatures", repr(float(temperature)),
+           "--methods", *methods, "--max-new-tokens", str(tokens), "--out", OUT_FOLDER]
+    cells = ["python -m spectr_gbv.bench.grid_cells", f"{OUT_FOLDER}/frontier.json", "--value", cell_value, "--rule",
+             rule, "--baseline", baseline]
+    return " ".join(run) + "\n" + " ".join(cells)
 
 
 @dataclass
@@ -124,7 +129,7 @@ class GridPlan:
 
     def command(self) -> str:
         return command_line(self.pair_key, self.prompts, self.drafts, self.lengths, self.temperature, self.methods,
-                            self.tokens)
+                            self.tokens, self.cell_value, self.rule, self.baseline)
 
     def header(self, done: int, estimate: str, stop: Stop | None = None, note: str = "") -> str:
         prompt_set = ("the teaching prompts" if is_teaching(self.pair_key)

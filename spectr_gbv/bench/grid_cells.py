@@ -12,19 +12,26 @@ prompt is the unit, as in the frontier's tables) and says what the interval cann
 * both: the rules whose per-prompt values equal the shown rule's exactly ("coincide"), which
   a tie would otherwise hide.
 
-The app's Grid tab draws these cells (components.render.kl_heatmap), and reads them from a
-`frontier.json` the same way.
+The app's Grid tab draws these cells (components.render.kl_heatmap). From the command line, the
+cells of a `frontier.json` (what `python -m spectr_gbv.bench.frontier` writes), as JSON rows:
+
+    python -m spectr_gbv.bench.grid_cells kl-grid/frontier.json [--value expected|gain] [--rule best]
+        [--baseline spectr] [--temperature 0.7]
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import json
 import math
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 from ..methods import METHODS
-from .frontier import paired_interval
+from .frontier import paired_interval, without_nan
 
 EXPECTED, GAIN = "expected", "gain"
 CELL_VALUES = (EXPECTED, GAIN)
@@ -124,3 +131,27 @@ def cell_row(c: Cell, value: str) -> dict:
             "value": c.value, "rule": c.rule, "baseline": c.baseline, "rule_minus_baseline": mean,
             "interval_low": low, "interval_high": high, "tie_within_noise": c.tie,
             "tied_with_rule": list(c.tied), "coincide_with_rule": list(c.same)}
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict]:
+    """Print the cells of a frontier.json as JSON rows (`cell_row`); returns them."""
+    parser = argparse.ArgumentParser(prog="python -m spectr_gbv.bench.grid_cells", description=__doc__.splitlines()[0])
+    parser.add_argument("results", help="a frontier.json (python -m spectr_gbv.bench.frontier --out FOLDER)")
+    parser.add_argument("--value", choices=CELL_VALUES, default=EXPECTED)
+    parser.add_argument("--rule", default=BEST, help="a rule's name, or best (the best exact rule in each cell)")
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE)
+    parser.add_argument("--temperature", type=float, default=None, help="T (needed when the file has several)")
+    args = parser.parse_args(argv)
+    rows = json.loads(Path(args.results).read_text())["rows"]
+    for row in rows:  # the file writes a NaN (a rule with no theory line) as null
+        row["per_prompt"] = {k: [math.nan if v is None else v for v in values] for k, values in row["per_prompt"].items()}
+    try:
+        cells = [cell_row(c, args.value) for c in grid_cells(rows, args.value, args.rule, args.baseline, args.temperature)]
+    except ValueError as error:
+        parser.error(str(error))
+    print(json.dumps(without_nan(cells), indent=1))
+    return cells
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
