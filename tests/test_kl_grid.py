@@ -120,6 +120,18 @@ def test_a_grid_over_the_budget_is_refused_before_anything_runs_with_what_would_
         list(grid_view.run_grid("default", None, "2 4 8", "2 4 6 8", 0.7, 20, 200, "expected", "best", "spectr"))
 
 
+def test_fit_to_the_budget_cuts_the_prompts_to_what_the_server_starts():
+    args = ("default", ["sd", "spectr"], "2 4", "2 4", 60, 16, "best", "spectr")
+    fitted = grid_view.fit_prompts(*args)
+    assert 2 <= fitted < 60
+    grid_size.check_grid_fits("default", [2, 4], [2, 4], 16, fitted, 2)  # accepted now
+    with pytest.raises(ValueError, match="not started"):
+        grid_size.check_grid_fits("default", [2, 4], [2, 4], 16, fitted + 1, 2)
+    assert grid_view.fit_prompts("toy", ["sd"], "1 2", "2", 3, 8, "best", "spectr") == 3  # it fits already: kept
+    with pytest.raises(ValueError, match="not even 2 prompts fit"):
+        grid_view.fit_prompts("default", None, "2 4 8", "2 4 6 8", 20, 256, "best", "spectr")
+
+
 @pytest.mark.parametrize("change, message", [
     ({2: "0 2"}, r"a K value must be in \[1, 8\], got '0'"),
     ({3: ["x"]}, r"a L value must be a number"),

@@ -246,10 +246,32 @@ def sizes_for_pair(pair_key, methods) -> tuple[int, int]:
     return grid_size.default_prompts(key, rules), grid_size.default_tokens(key)
 
 
+def fit_prompts(pair_key, methods, grid_drafts, grid_lengths, num_prompts, grid_tokens, rule, baseline) -> int:
+    """'Fit to the budget': the most prompts (at least 2) whose grid at these K, L, tokens and rules the server would
+    start; the box's own value when it fits already (the settings checked as a run checks them)."""
+    key = check_pair_key(pair_key)
+    drafts = parse_sizes("K", grid_drafts, MAX_DRAFTS)
+    lengths = parse_sizes("L", grid_lengths, MAX_DRAFT_LENGTH)
+    tokens = number("tokens per prompt", grid_tokens, 1, MAX_NEW_TOKENS)
+    rules = len(measured_rules(check_methods(methods, at_least_one=False), check_rule("rule", rule, allow_best=True),
+                               check_rule("baseline", baseline, allow_best=False)))
+    allowed = grid_size.cost.CAP_FRACTION * grid_size.cost.budget_seconds()
+    most = grid_size.prompts_that_fit(key, drafts, lengths, tokens, rules, allowed)
+    if most < MIN_PROMPTS:
+        raise ValueError("not even 2 prompts fit at these K, L and tokens: fewer K or L values, or fewer tokens per "
+                         "prompt")
+    try:
+        asked = number("prompts", num_prompts, MIN_PROMPTS, grid_size.MOST_PROMPTS)
+    except ValueError:
+        return most
+    return min(asked, most)
+
+
 @dataclass
 class GridTab:
     button: gr.Button
     stop_button: gr.Button
+    fit_button: gr.Button
     inputs: dict[str, gr.components.Component]  # the tab's own controls, by RunRequest field
     outputs: dict[str, gr.components.Component]
     downloads: tuple = ()
@@ -282,12 +304,14 @@ def build(page) -> None:
             button = gr.Button("Run the grid", variant="primary", elem_id="grid-button", scale=3)
             # secondary, not Gradio's red "stop": red means lossy in this app
             stop_button = gr.Button("Stop", variant="secondary", elem_id="grid-stop-button", scale=1)
+            fit_button = gr.Button("Fit the prompts to the budget", variant="secondary", elem_id="grid-fit-button",
+                                   scale=1)
         header = gr.Markdown(elem_id="grid-header")
         heatmap = gr.Plot(label="K x L grid", elem_id="grid-heatmap", show_label=False, min_width=MIN_WIDTH)
         files, command = download_components("grid")
         data = gr.JSON(label="Grid data (hardware-free: E[tau | drafts] and block efficiency)")
     page.tab_handles.grid = GridTab(
-        button, stop_button, inputs=dict(grid_drafts=drafts, grid_lengths=lengths, num_prompts=prompts,
+        button, stop_button, fit_button, inputs=dict(grid_drafts=drafts, grid_lengths=lengths, num_prompts=prompts,
                                          grid_tokens=tokens, cell_value=cell_value, rule=rule, baseline=baseline),
         outputs=dict(header=header, heatmap=heatmap, data=data), downloads=(files, command))
 
@@ -300,6 +324,10 @@ def wire_events(page) -> None:
                show_progress="hidden")
     inputs = [s.pair, s.methods, i["grid_drafts"], i["grid_lengths"], s.temperature, i["num_prompts"],
               i["grid_tokens"], i["cell_value"], i["rule"], i["baseline"]]
+    # One click fixes a grid the server would refuse: the prompts cut to what fits at the other settings.
+    private.on(tab.fit_button.click, fit_prompts, [s.pair, s.methods, i["grid_drafts"], i["grid_lengths"],
+                                                   i["num_prompts"], i["grid_tokens"], i["rule"], i["baseline"]],
+               i["num_prompts"], queue=False, show_progress="hidden")
     running = run_events(tab.button.click, tab.button, run_grid, inputs, tab.outputs, message="header",
                          clear=("heatmap", "data"), api_name="grid", concurrency_id="models", preprocess=False)
     wire_downloads(running, tab.outputs["data"], *tab.downloads)

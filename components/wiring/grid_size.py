@@ -95,7 +95,8 @@ def check_grid_fits(pair_key, drafts, lengths, tokens: int, prompts: int, rules:
         return seconds
     size = f"{len(drafts)} K x {len(lengths)} L values x {prompts} prompts of {tokens} tokens, {rules} rules"
     would = prompts_that_fit(pair_key, drafts, lengths, tokens, rules, allowed, prompts - 1, limits)
-    fix = (f"at most {would} prompts fit at these K, L and tokens" if would >= 2 else
+    fix = (f"at most {would} prompts fit at these K, L and tokens (Fit the prompts to the budget sets them)"
+           if would >= 2 else
            "not even 2 prompts fit at these K, L and tokens: fewer K or L values, or fewer tokens per prompt")
     raise ValueError(f"this grid ({size}) is estimated at {cost.about(seconds)}, over this server's "
                      f"{math.floor(cost.CAP_FRACTION * limits.seconds)} s for one request, so it was not started: {fix}")
