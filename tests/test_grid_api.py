@@ -12,8 +12,8 @@ from components.wiring import grid_size
 
 pytestmark = pytest.mark.api
 
-NAMES = ["pair_key", "methods", "grid_drafts", "grid_lengths", "temperature", "num_prompts", "grid_tokens", "cell_value",
-         "rule", "baseline"]
+NAMES = ["pair_key", "methods", "grid_drafts", "grid_lengths", "temperature", "num_prompts", "grid_tokens",
+         "cell_value", "rule", "baseline"]
 SMALL = ("toy", ["sd", "spectr"], "1 2", "2", 0.7, 2, 4, "gain", "best", "spectr")
 
 

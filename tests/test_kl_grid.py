@@ -105,7 +105,8 @@ def test_the_defaults_fit_their_budget_on_the_default_pair_and_seconds_on_the_te
     for key in ("default", "toy", "two-token"):
         prompts, tokens = grid_view.sizes_for_pair(key, grid_view.default_compare())
         assert prompts >= 2
-        seconds = grid_size.grid_seconds(key, grid_size.DEFAULT_DRAFTS, grid_size.DEFAULT_LENGTHS, tokens, prompts, rules)
+        seconds = grid_size.grid_seconds(key, grid_size.DEFAULT_DRAFTS, grid_size.DEFAULT_LENGTHS, tokens, prompts,
+                                         rules)
         limit = grid_size.TEACHING_SECONDS if key != "default" else cost.DEFAULT_FRACTION * cost.budget_seconds()
         assert seconds <= limit
     assert grid_size.grid_seconds("default", [2], [4], 16, 4, 6) > grid_size.grid_seconds("default", [2], [4], 16, 2, 6)

@@ -132,13 +132,13 @@ class GridPlan:
                             self.tokens, self.cell_value, self.rule, self.baseline)
 
     def header(self, done: int, estimate: str, stop: Stop | None = None, note: str = "") -> str:
+        leader = METHODS[frontier.leader_of(self.methods)].label  # its tokens advance the shared context
         prompt_set = ("the teaching prompts" if is_teaching(self.pair_key)
                       else "the paper suite, its five families in turn")
         line = (f"**{pair_label(self.pair_key)}** · K {', '.join(map(str, self.drafts))} x L "
                 f"{', '.join(map(str, self.lengths))} · T = {self.temperature:g} · {self.prompts} prompts of "
                 f"{prompt_set}, seeds 0 to {self.prompts - 1}, {self.tokens} tokens each · coupled runs of "
-                f"{', '.join(METHODS[m].label for m in self.methods)} (leader {METHODS[frontier.leader_of(self.methods)].label})"
-                f" · estimate {estimate}")
+                f"{', '.join(METHODS[m].label for m in self.methods)} (leader {leader}) · estimate {estimate}")
         total = len(self.configurations)
         if stop is not None:
             line += f"  \n**{stop.text()}**. The configurations that finished are shown."

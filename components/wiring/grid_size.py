@@ -98,5 +98,6 @@ def check_grid_fits(pair_key, drafts, lengths, tokens: int, prompts: int, rules:
     fix = (f"at most {would} prompts fit at these K, L and tokens (Fit the prompts to the budget sets them)"
            if would >= 2 else
            "not even 2 prompts fit at these K, L and tokens: fewer K or L values, or fewer tokens per prompt")
-    raise ValueError(f"this grid ({size}) is estimated at {cost.about(seconds)}, over this server's "
-                     f"{math.floor(cost.CAP_FRACTION * limits.seconds)} s for one request, so it was not started: {fix}")
+    most = math.floor(allowed)
+    raise ValueError(f"this grid ({size}) is estimated at {cost.about(seconds)}, over this server's {most} s for one "
+                     f"request, so it was not started: {fix}")

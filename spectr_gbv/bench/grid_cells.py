@@ -144,9 +144,11 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
     rows = json.loads(Path(args.results).read_text())["rows"]
     for row in rows:  # the file writes a NaN (a rule with no theory line) as null
-        row["per_prompt"] = {k: [math.nan if v is None else v for v in values] for k, values in row["per_prompt"].items()}
+        row["per_prompt"] = {k: [math.nan if v is None else v for v in values]
+                             for k, values in row["per_prompt"].items()}
     try:
-        cells = [cell_row(c, args.value) for c in grid_cells(rows, args.value, args.rule, args.baseline, args.temperature)]
+        cells = [cell_row(c, args.value)
+                 for c in grid_cells(rows, args.value, args.rule, args.baseline, args.temperature)]
     except ValueError as error:
         parser.error(str(error))
     print(json.dumps(without_nan(cells), indent=1))
