@@ -65,6 +65,14 @@ def hover_text(c: Cell, value: str) -> str:
     return "<br>".join(lines)
 
 
+def _text_colour(value, z) -> str:
+    """Near-black on Cividis's light (yellow) half, white on its dark (blue) half: contrast either way."""
+    values = [v for row in z for v in row if v is not None]
+    if value is None or not values or max(values) == min(values):
+        return "#111111" if value is None else "#ffffff"
+    return "#111111" if (value - min(values)) / (max(values) - min(values)) > 0.55 else "#ffffff"
+
+
 def title_of(value: str, rule: str, baseline: str) -> str:
     if value == EXPECTED:
         return "Best exact rule's E[tau | drafts]"
@@ -91,11 +99,15 @@ def kl_heatmap(cells: Sequence[Cell], value: str, rule: str, baseline: str, note
     fig = figure(title, "L (draft length)", "K (drafts)", subtitle)
     gain = value != EXPECTED
     fig.add_trace(go.Heatmap(
-        z=z, x=[str(l) for l in Ls], y=[str(k) for k in Ks], text=text, texttemplate="%{text}",
+        z=z, x=[str(l) for l in Ls], y=[str(k) for k in Ks], text=text,
         customdata=hover, hovertemplate="%{customdata}<extra></extra>", colorscale="Cividis",
-        zmid=0 if gain and any(v is not None and v < 0 for row in z for v in row) else None,
         colorbar=dict(title=dict(text="gain" if gain else "E[tau]", side="right"), thickness=14),
         xgap=2, ygap=2))
+    for row in range(len(Ks)):  # each value written on its cell, dark on the scale's light end, light on its dark end
+        for column in range(len(Ls)):
+            # By position: a category axis reads a number-like label ("2") as the index of a category.
+            fig.add_annotation(x=column, y=row, text=text[row][column], showarrow=False,
+                               font=dict(size=14, color=_text_colour(z[row][column], z)))
     fig.update_xaxes(type="category", title_text="L (draft length)")
     fig.update_yaxes(type="category", title_text="K (drafts)")
     fig.update_layout(margin_t=top_margin(subtitle))
