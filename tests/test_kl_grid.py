@@ -87,6 +87,8 @@ def test_the_heatmap_has_k_rows_and_l_columns_marks_ties_and_shows_the_interval_
     assert list(heat.y) == ["1", "4"] and list(heat.x) == ["2", "6"]
     assert heat.z[0][0] == pytest.approx(cells[0].value) and heat.z[1][1] == pytest.approx(cells[3].value)
     assert TIE_MARK not in heat.text[0][0] and heat.text[1][0].endswith(TIE_MARK)  # K = 4: the gain is noise
+    written = {(a.x, a.y): a.text for a in fig.layout.annotations}  # what the reader sees on each cell
+    assert written[0, 1] == heat.text[1][0] and written[1, 0] == heat.text[0][1] and len(written) == 4
     assert "GBV (ignores K)" in heat.customdata[0][0] and "[" in heat.customdata[0][0]
     assert "tie within noise" in heat.customdata[1][0] and "tie within noise" in fig.layout.title.subtitle.text
     assert LOSSY_RED.lower() not in {colour.lower() for _, colour in heat.colorscale}  # red means lossy

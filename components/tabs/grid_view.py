@@ -25,6 +25,7 @@ from spectr_gbv.pairs import get_pair, is_teaching
 
 from ..render.chart_layout import MIN_WIDTH
 from ..render.kl_heatmap import kl_heatmap
+from ..render.words import how_to_read
 from ..serving import gpu, limits, visitors
 from ..serving.limits import Budget, BudgetSpent, check_prompt_tokens
 from ..serving.request import GRID
@@ -308,6 +309,7 @@ def build(page) -> None:
                                    scale=1)
         header = gr.Markdown(elem_id="grid-header")
         heatmap = gr.Plot(label="K x L grid", elem_id="grid-heatmap", show_label=False, min_width=MIN_WIDTH)
+        how_to_read("grid")
         files, command = download_components("grid")
         data = gr.JSON(label="Grid data (hardware-free: E[tau | drafts] and block efficiency)")
     page.tab_handles.grid = GridTab(
