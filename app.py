@@ -1,11 +1,11 @@
 """SpecTr-GBV Explorer: the Gradio app.
 
 The page is a sidebar of settings, a prompt, and one tab per view, each built and wired by
-its module in components/tabs/ (Generate, Iteration explorer, Compare, Race, Sweep,
+its module in components/tabs/ (Generate, Iteration explorer, Compare, Race, Sweep, Grid,
 Fidelity, Lesson, Playground, About). Handlers there are short: components.wiring.settings checks the
 UI values, the library (spectr_gbv) produces run records, and the pure renderers in
 components/render/ turn records into HTML and Plotly figures. Serving in public (fair lines per visitor, ZeroGPU, budgets)
-is components/serving/. Public API endpoints: /generate, /compare, /race, /sweep, /fidelity.
+is components/serving/. Public API endpoints: /generate, /compare, /race, /sweep, /grid, /fidelity.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from components.serving import gate, limits, logs, visitors
-from components.tabs import about, compare, explorer, fidelity, generate, lesson, playground, race, sidebar, sweep
+from components.tabs import (about, compare, explorer, fidelity, generate, grid_view, lesson, playground, race, sidebar,
+                             sweep)
 from components.wiring import classroom, screens, share
 from components.wiring.inputs import EXAMPLES
 from components.wiring.page import Page
@@ -68,6 +69,7 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
             compare.build(page)
             race.build(page)
             sweep.build(page)
+            grid_view.build(page)
             fidelity.build(page, default_pair)
             lesson.build(page)
             playground.build(page)
@@ -77,7 +79,7 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                    walkthrough=page.tab_handles.lesson.walkthrough)
         screens.wire(demo, side.box)
         classroom.wire(page, class_button)
-        for view in (generate, explorer, compare, race, sweep, fidelity, lesson, playground, sidebar):
+        for view in (generate, explorer, compare, race, sweep, grid_view, fidelity, lesson, playground, sidebar):
             view.wire_events(page)
     return demo
 

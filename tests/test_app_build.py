@@ -19,7 +19,8 @@ def test_demo_builds_with_every_view():
     demo = app.build_demo()
     assert isinstance(demo, gr.Blocks)
     tabs = [b.label for b in demo.blocks.values() if isinstance(b, gr.Tab)]
-    assert tabs == ["Generate", "Iteration explorer", "Compare", "Race", "Sweep", "Fidelity", "Lesson", "Playground", "About"]
+    assert tabs == ["Generate", "Iteration explorer", "Compare", "Race", "Sweep", "Grid", "Fidelity", "Lesson", "Playground",
+                    "About"]
 
 
 @pytest.mark.parametrize("method", ["ar", *METHODS])

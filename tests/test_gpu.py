@@ -289,7 +289,7 @@ def test_the_app_on_zerogpu_imports_spaces_first_builds_the_default_pair_and_dec
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["torch_before_spaces"] is False
     assert seen["default_pair_built_at_import"] is True
-    assert seen["decorated"] == ["compare", "generate_stream", "race_stream", "run_fidelity", "run_sweep"]
+    assert seen["decorated"] == ["compare", "generate_stream", "race_stream", "run_fidelity", "run_grid", "run_sweep"]
     assert seen["generate_asks"] <= 30
 
 

@@ -15,14 +15,15 @@ import pytest
 
 import app
 from components.serving import gpu
-from components.serving.request import COMPARE, FIDELITY, FIELDS, GENERATE, SETTINGS, SWEEP, Inputs, RunRequest
-from components.tabs import compare, fidelity, generate, sweep
+from components.serving.request import COMPARE, FIDELITY, FIELDS, GENERATE, GRID, SETTINGS, SWEEP, Inputs, RunRequest
+from components.tabs import compare, fidelity, generate, grid_view, sweep
 from components.wiring.page import Page, Sidebar
 
 pytestmark = pytest.mark.unit
 
 HANDLERS = {"generate": (generate.generate_stream, GENERATE), "compare": (compare.compare, COMPARE),
-            "sweep": (sweep.run_sweep, SWEEP), "fidelity": (fidelity.run_fidelity, FIDELITY)}
+            "sweep": (sweep.run_sweep, SWEEP), "fidelity": (fidelity.run_fidelity, FIDELITY),
+            "grid": (grid_view.run_grid, GRID)}
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def component_names(page: Page) -> dict[int, str]:
     named = {"pair_key": s.pair, "prompt": page.prompt, "method": s.method, "methods": s.methods,
              **{name: getattr(s, name) for name in SETTINGS}, "coupled": tabs.compare.coupled,
              "axis": tabs.sweep.axis, "values": tabs.sweep.values, "num_runs": tabs.fidelity.num_runs,
-             "num_tokens": tabs.fidelity.num_tokens}
+             "num_tokens": tabs.fidelity.num_tokens, **tabs.grid.inputs}
     names = {id(component): name for name, component in named.items()}
     names[id(tabs.compare.repeats)] = names[id(tabs.sweep.repeats)] = "repeats"
     return names
@@ -75,7 +76,7 @@ def test_every_run_endpoint_takes_its_inputs_in_its_handlers_order(built, api_na
     assert gpu.__dict__[f"{api_name}_cost"].inputs is inputs
 
 
-@pytest.mark.parametrize("inputs", [GENERATE, COMPARE, SWEEP, FIDELITY])
+@pytest.mark.parametrize("inputs", [GENERATE, COMPARE, SWEEP, FIDELITY, GRID])
 def test_a_runrequest_round_trips_from_the_positional_arguments(inputs):
     args = tuple(f"value of {name}" for name in inputs.names)
     run = RunRequest.from_args(inputs, *args, "progress", "request")  # Gradio's extras are not the run's

@@ -81,7 +81,7 @@ def test_the_written_link_leaves_out_what_it_cannot_read():
 
 
 def test_every_tab_of_the_page_has_an_id():
-    assert set(TABS.values()) == {"generate", "explorer", "compare", "race", "sweep", "fidelity", "lesson",
+    assert set(TABS.values()) == {"generate", "explorer", "compare", "race", "sweep", "grid", "fidelity", "lesson",
                                   "playground", "about"}
 
 

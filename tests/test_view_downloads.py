@@ -104,7 +104,7 @@ def test_every_result_view_has_a_download_box_and_a_command_wired_after_its_run(
 
     demo = app.build_demo(default_pair="toy", default_prompt="the cat")
     by_id = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
-    for name in ("compare", "sweep", "fidelity"):
+    for name in ("compare", "sweep", "fidelity", "grid"):
         files, command = by_id[f"{name}-downloads"], by_id[f"{name}-command"]
         assert isinstance(files, gr.File) and isinstance(command, gr.Code)
         fed = [d for d in demo.fns.values() if d.fn is downloads]

@@ -83,6 +83,11 @@ HOW_TO_READ = {
     "fidelity": "For each outcome of the first tokens: the target's exact probability (with the 95 % band that "
                 "sampling noise alone allows for N runs) next to how often the method produced it. An exact method's "
                 "bars stay within the bands; the title says whether the whole law is inside or OUTSIDE the noise.",
+    "grid": "Each cell is one K (row) and L (column) at the sidebar's T: the best exact rule's E[tau | drafts] (draft "
+            "tokens kept per iteration, the coins integrated out; hardware-free) or one rule's gain over another, "
+            "averaged over the prompts. Hover for the rule and the paired 95 % interval over prompts; **~** marks a "
+            "tie within noise (the interval reaches 0). A single-draft rule (SD, GBV) ignores K: it judges the first "
+            "draft alone.",
 }
 
 

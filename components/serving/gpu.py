@@ -43,7 +43,7 @@ from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.pairs import PAIRS, is_teaching, pair_key_of
 
 from .limits import LIMITS, _env_int, gpu_call
-from .request import COMPARE, FIDELITY, GENERATE, SWEEP, Inputs, RunRequest
+from .request import COMPARE, FIDELITY, GENERATE, GRID, SWEEP, Inputs, RunRequest
 from .run_cost import PairCost
 from .steps import each_step
 
@@ -148,6 +148,16 @@ def fidelity_runs(run: RunRequest) -> list[Run] | None:
     return [_run(run.method, run.num_drafts, run.draft_length, run.num_tokens, run.num_runs)]
 
 
+def grid_runs(run: RunRequest) -> list[Run] | None:
+    if not _needs_model(run.pair_key):
+        return None
+    # The values split as the Grid splits them (which also checks them, in the handler).
+    drafts, lengths = ([int(float(part)) for part in (values if isinstance(values, (list, tuple))
+                                                      else str(values or "").replace(",", " ").split())]
+                       for values in (run.grid_drafts, run.grid_lengths))
+    return [_drafted(k, length, run.grid_tokens, run.num_prompts) for k in drafts for length in lengths]
+
+
 def _positional(inputs: Inputs, runs: Callable[[RunRequest], list[Run] | None]) -> Callable:
     """`runs` called with a handler's own arguments (what `on_gpu` and ZeroGPU's duration get)."""
 
@@ -163,6 +173,7 @@ generate_cost = _positional(GENERATE, generate_runs)
 compare_cost = _positional(COMPARE, compare_runs)
 sweep_cost = _positional(SWEEP, sweep_runs)
 fidelity_cost = _positional(FIDELITY, fidelity_runs)
+grid_cost = _positional(GRID, grid_runs)
 
 
 def request_seconds(cost: Callable, args: tuple, kwargs: dict) -> int | None:

@@ -4,7 +4,7 @@ Gradio (and the public API) call each run handler with positional values: the pa
 the method(s), the sidebar's settings, then the tab's own controls. Their order is declared
 here once: the sidebar's settings are RunRequest's fields marked `setting` (in the order of the
 dataclass, which is the order of `components.wiring.page.Page.settings_inputs`), and each
-handler's parameters are an `Inputs` of field names (GENERATE, COMPARE, SWEEP, FIDELITY).
+handler's parameters are an `Inputs` of field names (GENERATE, COMPARE, SWEEP, FIDELITY, GRID).
 Admission (`components.serving.visitors.served`), the GPU duration (`components.serving.gpu`)
 and the handlers themselves read the RunRequest, never an index into the arguments.
 
@@ -40,6 +40,13 @@ class RunRequest:
     values: object = None  # Sweep
     num_runs: object = None  # Fidelity's N
     num_tokens: object = None  # Fidelity's tokens compared
+    grid_drafts: object = None  # Grid: the K values (rows)
+    grid_lengths: object = None  # Grid: the L values (columns)
+    num_prompts: object = None  # Grid: prompts of the frontier's prompt set
+    grid_tokens: object = None  # Grid: new tokens per prompt
+    cell_value: object = None  # Grid: what a cell shows (the best rule's E[tau], or a gain)
+    rule: object = None  # Grid: the rule of a gain ("best": the best exact rule)
+    baseline: object = None  # Grid: the rule a gain is over
 
     @classmethod
     def from_args(cls, inputs: "Inputs", *args, **kwargs) -> "RunRequest":
@@ -96,3 +103,5 @@ COMPARE = Inputs(("pair_key", "prompt", "methods", *SETTINGS, "coupled", "repeat
 SWEEP = Inputs(("pair_key", "prompt", "methods", "axis", "values", *SETTINGS, "repeats"), optional=1)
 FIDELITY = Inputs(("pair_key", "prompt", "method", "num_drafts", "draft_length", "temperature", "num_runs",
                    "num_tokens"))
+GRID = Inputs(("pair_key", "methods", "grid_drafts", "grid_lengths", "temperature", "num_prompts", "grid_tokens",
+               "cell_value", "rule", "baseline"))

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # types only: the tabs import this module, never the other wa
     from ..tabs.explorer import ExplorerTab
     from ..tabs.fidelity import FidelityTab
     from ..tabs.generate import GenerateTab
+    from ..tabs.grid_view import GridTab
     from ..tabs.lesson import LessonTab
     from ..tabs.playground import PlaygroundTab
     from ..tabs.race import RaceTab
@@ -52,6 +53,7 @@ class TabHandles:
     lesson: LessonTab | None = None
     playground: PlaygroundTab | None = None
     race: RaceTab | None = None
+    grid: GridTab | None = None
 
 
 @dataclass

@@ -21,7 +21,7 @@ from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_metho
 
 # Tab names as the page shows them -> the ids of app.build_demo's tabs (a link names the id).
 TABS = {"Generate": "generate", "Iteration explorer": "explorer", "Compare": "compare", "Race": "race",
-        "Sweep": "sweep", "Fidelity": "fidelity", "Lesson": "lesson", "Playground": "playground", "About": "about"}
+        "Sweep": "sweep", "Grid": "grid", "Fidelity": "fidelity", "Lesson": "lesson", "Playground": "playground", "About": "about"}
 NUMBERS = {"K": ("K (drafts)", 1, MAX_DRAFTS, True), "L": ("L (draft length)", 1, MAX_DRAFT_LENGTH, True),
            "T": ("T (temperature)", 0, MAX_TEMPERATURE, False), "seed": ("seed", 0, 2**31 - 1, True)}
 KEYS = ("pair", "prompt", "method", *NUMBERS, "tab", "present", "step")

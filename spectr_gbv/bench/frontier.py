@@ -33,10 +33,10 @@ from typing import Sequence
 
 from ..prompt_sets import PAPER_SUITE
 from ..config import DecodeConfig
-from ..coupled import coupled_run
+from ..coupled import CoupledRun, coupled_steps
 from ..intervals import t_interval
 from ..methods import METHODS
-from ..pairs import DEFAULT_KEY, TOY_KEY, TWO_TOKEN_KEY, get_pair
+from ..pairs import DEFAULT_KEY, TOY_KEY, TWO_TOKEN_KEY, get_pair, is_teaching, pair_key_of
 
 SUITE = PAPER_SUITE
 DEFAULT_METHODS = ["sd", "gbv", "spectr", "spectr_gbv", "as_bv", "as_bv_handoff", "traversal", "spectr_gbv_released"]
@@ -47,8 +47,9 @@ TEACHING_PROMPTS = {TOY_KEY: ["the", "the cat", "the dog ran", "on the mat", "th
 
 
 def prompt_texts(pair_key: str, count: int) -> list[str]:
-    """`count` prompts: the paper suite's families in turn (default pair) or the teaching prompts, cycled."""
-    if pair_key == DEFAULT_KEY:
+    """`count` prompts: the paper suite's families in turn (a model pair) or the teaching prompts, cycled."""
+    pair_key = pair_key_of(pair_key)
+    if not is_teaching(pair_key):
         families = json.loads(SUITE.read_text())["families"].values()
         pool = [p for group in itertools.zip_longest(*families) for p in group if p is not None]
     else:
@@ -66,13 +67,18 @@ def leader_of(methods: Sequence[str]) -> str:
 
 
 def measure(pair, prompt_ids: list[list[int]], methods: Sequence[str], K: int, L: int, T: float, max_new_tokens: int,
-            log=lambda line: None) -> list[dict]:
-    """One configuration: per-prompt coupled runs, then one row per rule (module docstring)."""
+            log=lambda line: None, on_step=lambda step: None) -> list[dict]:
+    """One configuration: per-prompt coupled runs, then one row per rule (module docstring).
+
+    `on_step` sees every coupled step as it finishes (the app's Grid ticks its budget and its Stop there)."""
     per_prompt: dict[str, dict[str, list[float]]] = {m: {k: [] for k in METRICS} for m in methods}
     for seed, ids in enumerate(prompt_ids):
         config = DecodeConfig(method=leader_of(methods), num_drafts=K, draft_length=L, temperature=T,
                               max_new_tokens=max_new_tokens, seed=seed)
-        run = coupled_run(pair.target, pair.draft, ids, methods, config)
+        run = CoupledRun(config, list(methods), list(ids))
+        for step in coupled_steps(pair.target, pair.draft, ids, methods, config):
+            run.steps.append(step)
+            on_step(step)
         for m in methods:
             summary = run.summary(m)
             expected = summary["mean_expected_accepted"]

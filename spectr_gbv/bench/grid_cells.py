@@ -1,0 +1,159 @@
+"""The K x L grid's cells from the coupled frontier's rows (`spectr_gbv.bench.frontier.measure`), pure.
+
+A cell is one (K, L) at one T. Its value is either the best exact rule's mean E[tau | drafts] over
+the prompts ("expected") or the gain of one rule over another ("gain": the mean of the paired
+per-prompt differences, rule minus baseline; rule "best" is the cell's best exact rule). Each
+cell carries the paired 95 % t-interval of rule minus baseline (`frontier.paired_interval`: a
+prompt is the unit, as in the frontier's tables) and says what the interval cannot tell apart:
+
+* gain: a tie within noise where the interval covers 0;
+* expected: the exact rules tied with the best, each one's paired interval (best minus it)
+  reaching 0;
+* both: the rules whose per-prompt values equal the shown rule's exactly ("coincide"), which
+  a tie would otherwise hide.
+
+The app's Grid tab draws these cells (components.render.kl_heatmap). From the command line, the
+cells of a `frontier.json` (what `python -m spectr_gbv.bench.frontier` writes), as JSON rows:
+
+    python -m spectr_gbv.bench.grid_cells kl-grid/frontier.json [--value expected|gain] [--rule best]
+        [--baseline spectr] [--temperature 0.7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..methods import METHODS
+from .frontier import paired_interval, without_nan
+
+EXPECTED, GAIN = "expected", "gain"
+CELL_VALUES = (EXPECTED, GAIN)
+BEST = "best"
+DEFAULT_BASELINE = "spectr"
+METRIC = "expected_accepted"
+
+
+@dataclass(frozen=True)
+class Cell:
+    K: int
+    L: int
+    T: float
+    prompts: int
+    value: float  # NaN where it cannot be computed (a rule with no E[tau | drafts])
+    rule: str  # the rule the value is of (the best exact rule, or the rule asked for)
+    baseline: str
+    interval: tuple[float, float, float]  # paired rule - baseline: mean, low, high (NaN bounds: one prompt)
+    tied: tuple[str, ...] = ()  # expected: exact rules within noise of the best; gain: () (the interval says it)
+    same: tuple[str, ...] = ()  # rules with exactly the rule's per-prompt values
+    tie: bool | None = None  # a tie within noise: None where one prompt cannot tell
+    values: dict = field(default_factory=dict)  # every rule's mean E[tau | drafts] in this cell
+
+
+def _finite(values: Sequence[float | None]) -> bool:
+    return bool(values) and all(v is not None and math.isfinite(v) for v in values)
+
+
+def covers_zero(interval: tuple[float, float, float]) -> bool | None:
+    """Whether a paired 95 % interval covers 0 (a tie within noise); None where it has no bounds (one prompt)."""
+    _, low, high = interval
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return None
+    return bool(low <= 0 <= high)
+
+
+def best_exact(rows: Sequence[dict]) -> dict | None:
+    """The exact rule with the highest mean E[tau | drafts] among one configuration's rows (first listed on a tie)."""
+    exact = [r for r in rows if r["exact"] and _finite(r["per_prompt"][METRIC])]
+    return max(exact, key=lambda r: sum(r["per_prompt"][METRIC]) / len(r["per_prompt"][METRIC]), default=None)
+
+
+def cell(rows: Sequence[dict], value: str = EXPECTED, rule: str = BEST, baseline: str = DEFAULT_BASELINE) -> Cell:
+    """One configuration's rows (one per rule, as `frontier.measure` returns them) as a grid cell."""
+    if value not in CELL_VALUES:
+        raise ValueError(f"the cell value must be one of {', '.join(CELL_VALUES)}, got {value!r}")
+    by_rule = {r["method"]: r for r in rows}
+    first = rows[0]
+    chosen = best_exact(rows) if rule == BEST else by_rule.get(rule)
+    if chosen is None or baseline not in by_rule:
+        missing = "an exact rule with E[tau | drafts]" if chosen is None else baseline
+        raise ValueError(f"K = {first['K']}, L = {first['L']}: no rows for {missing}")
+    mine, theirs = chosen["per_prompt"][METRIC], by_rule[baseline]["per_prompt"][METRIC]
+    nan = (math.nan, math.nan, math.nan)
+    interval = paired_interval(mine, theirs) if _finite(mine) and _finite(theirs) else nan
+    means = {m: (sum(r["per_prompt"][METRIC]) / len(r["per_prompt"][METRIC]) if _finite(r["per_prompt"][METRIC])
+                 else math.nan) for m, r in by_rule.items()}
+    same = tuple(m for m, r in by_rule.items() if m != chosen["method"] and _finite(mine)
+                 and list(r["per_prompt"][METRIC]) == list(mine))
+    if value == GAIN:
+        shown, tied = interval[0], ()
+        tie = None if chosen["method"] == baseline else covers_zero(interval)
+    else:
+        shown = means[chosen["method"]]
+        tied = tuple(m for m, r in by_rule.items() if m != chosen["method"] and r["exact"] and m not in same
+                     and _finite(r["per_prompt"][METRIC])
+                     and covers_zero(paired_interval(mine, r["per_prompt"][METRIC])))
+        judged = [covers_zero(paired_interval(mine, r["per_prompt"][METRIC])) for m, r in by_rule.items()
+                  if m != chosen["method"] and r["exact"] and _finite(r["per_prompt"][METRIC])]
+        tie = None if judged and all(j is None for j in judged) else bool(tied)
+    return Cell(int(first["K"]), int(first["L"]), float(first["T"]), len(mine), float(shown), chosen["method"],
+                baseline, tuple(float(x) for x in interval), tied, same, tie, means)
+
+
+def grid_cells(rows: Sequence[dict], value: str = EXPECTED, rule: str = BEST, baseline: str = DEFAULT_BASELINE,
+               temperature: float | None = None) -> list[Cell]:
+    """Every (K, L) of `rows` (frontier rows, in any order) at `temperature` (None: the rows' only T) as cells."""
+    temperatures = sorted({float(r["T"]) for r in rows})
+    if temperature is None:
+        if len(temperatures) > 1:
+            raise ValueError(f"the rows have several temperatures ({', '.join(f'{t:g}' for t in temperatures)}): "
+                             "choose one")
+        temperature = temperatures[0] if temperatures else None
+    chosen = sorted((r for r in rows if float(r["T"]) == temperature), key=lambda r: (r["K"], r["L"]))
+    return [cell(list(group), value, rule, baseline)
+            for _, group in itertools.groupby(chosen, key=lambda r: (r["K"], r["L"]))]
+
+
+def label(method: str) -> str:
+    return METHODS[method].label if method in METHODS else method
+
+
+def cell_row(c: Cell, value: str) -> dict:
+    """A cell as a flat row (the Grid's download and data)."""
+    mean, low, high = c.interval
+    return {"K": c.K, "L": c.L, "T": c.T, "prompts": c.prompts, "cell_value": value,
+            "value": c.value, "rule": c.rule, "baseline": c.baseline, "rule_minus_baseline": mean,
+            "interval_low": low, "interval_high": high, "tie_within_noise": c.tie,
+            "tied_with_rule": list(c.tied), "coincide_with_rule": list(c.same)}
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict]:
+    """Print the cells of a frontier.json as JSON rows (`cell_row`); returns them."""
+    parser = argparse.ArgumentParser(prog="python -m spectr_gbv.bench.grid_cells", description=__doc__.splitlines()[0])
+    parser.add_argument("results", help="a frontier.json (python -m spectr_gbv.bench.frontier --out FOLDER)")
+    parser.add_argument("--value", choices=CELL_VALUES, default=EXPECTED)
+    parser.add_argument("--rule", default=BEST, help="a rule's name, or best (the best exact rule in each cell)")
+    parser.add_argument("--baseline", default=DEFAULT_BASELINE)
+    parser.add_argument("--temperature", type=float, default=None, help="T (needed when the file has several)")
+    args = parser.parse_args(argv)
+    rows = json.loads(Path(args.results).read_text())["rows"]
+    for row in rows:  # the file writes a NaN (a rule with no theory line) as null
+        row["per_prompt"] = {k: [math.nan if v is None else v for v in values]
+                             for k, values in row["per_prompt"].items()}
+    try:
+        cells = [cell_row(c, args.value)
+                 for c in grid_cells(rows, args.value, args.rule, args.baseline, args.temperature)]
+    except ValueError as error:
+        parser.error(str(error))
+    print(json.dumps(without_nan(cells), indent=1))
+    return cells
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
