@@ -46,6 +46,11 @@ def element(driver, css: str):
     return driver.find_element(By.CSS_SELECTOR, css)
 
 
+def pair_name(driver) -> str:
+    """The line under the pair's box, read also while the sidebar is closed (off screen)."""
+    return element(driver, "#pair-name .pair-name").get_attribute("textContent").strip()
+
+
 def clipped(driver, node) -> bool:
     return driver.execute_script("return arguments[0].scrollWidth > arguments[0].clientWidth + 1", node)
 
@@ -75,7 +80,7 @@ def test_presentation_mode_and_start_a_class_lead_the_sidebar_and_the_pairs_name
     assert side["left"] <= line["left"] and line["right"] <= side["right"] + 1
 
     browser.get(url + TOY_RUN)  # a link switches the pair: the line follows
-    wait_until(browser, lambda d: element(d, "#pair-name .pair-name").text == PAIRS[TOY_KEY].label, "the Toy's name")
+    wait_until(browser, lambda d: pair_name(d) == PAIRS[TOY_KEY].label, "the Toy's name")
 
 
 @pytest.mark.parametrize("width, height, presentation, sidebar", SIZES, ids=IDS)
@@ -95,7 +100,7 @@ def test_the_examples_show_their_whole_prompts(browser, url, width, height, pres
 
 def generate_on_the_toy(driver, url: str, width: int, height: int, presentation: bool, sidebar: bool) -> None:
     open_at(driver, url + TOY_RUN, width, height, presentation, sidebar)
-    wait_until(driver, lambda d: element(d, "#pair-name .pair-name").text == PAIRS[TOY_KEY].label, "the Toy world")
+    wait_until(driver, lambda d: pair_name(d) == PAIRS[TOY_KEY].label, "the Toy world")
     driver.execute_script("document.getElementById('generate-button').click()")  # the sidebar may cover it
     wait_until(driver, lambda d: "block efficiency" in element(d, "#generate-metrics").text, "the run's metrics")
 
@@ -139,7 +144,7 @@ def test_the_explorers_chart_keeps_its_width_and_its_title_and_grows_for_a_proje
 def test_the_race_streams_both_lanes_inside_the_window(browser, url, screenshots, width, height, presentation, sidebar):
     open_at(browser, url + TOY_RUN + "&tab=race", width, height, presentation, sidebar)
     wait_until(browser, lambda d: element(d, "#race-button").is_displayed(), "the Race tab")
-    wait_until(browser, lambda d: element(d, "#pair-name .pair-name").text == PAIRS[TOY_KEY].label, "the Toy world")
+    wait_until(browser, lambda d: pair_name(d) == PAIRS[TOY_KEY].label, "the Toy world")
     button = element(browser, "#race-button")
     wide, tall = viewport(browser)
     assert on_screen(browser, button) and rect(browser, button)["bottom"] <= tall, "Race is below the first screen"
@@ -178,6 +183,6 @@ def test_start_a_class_sets_the_lesson_up_at_every_size(browser, url, width, hei
     wait_until(browser, lambda d: value("#num-drafts input[type='number']") == "1", "K = 1")
     assert value("#draft-length input[type='number']") == "3"
     assert value("input[aria-label='Method (Generate, Fidelity)']") == "SD"
-    assert element(browser, "#pair-name .pair-name").text == PAIRS[TOY_KEY].label
+    assert pair_name(browser) == PAIRS[TOY_KEY].label
     assert rect(browser, element(browser, "#lesson-step-1"))["top"] < tall
     assert no_sideways_scroll(browser)
