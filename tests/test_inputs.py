@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import html
-
 import pytest
 import torch
 
@@ -70,15 +68,3 @@ def test_every_registered_method_is_labelled_and_the_released_rule_is_marked_los
                             "spectr_gbv_released"}
     assert [name for name, spec in METHODS.items() if not spec.exact] == ["spectr_gbv_released"]
     assert "lossy" in METHODS["spectr_gbv_released"].label and "NOT" in METHODS["spectr_gbv_released"].description
-
-
-def test_the_line_under_the_pair_box_names_the_whole_pair_and_takes_any_value():
-    from components.tabs.sidebar import pair_name_html
-    from spectr_gbv.pairs import PAIRS
-
-    for key, info in PAIRS.items():
-        assert pair_name_html(key) == f'<div class="pair-name">{html.escape(info.label)}</div>'
-        assert pair_name_html(info.label) == pair_name_html(key)  # a label as the box may send it
-    assert pair_name_html("<b>org/a, org/b</b>") == '<div class="pair-name">&lt;b&gt;org/a, org/b&lt;/b&gt;</div>'
-    for junk in (None, 3, ["x"], {"a": 1}, "y" * 10_000):
-        assert pair_name_html(junk).startswith('<div class="pair-name">') and len(pair_name_html(junk)) < 300

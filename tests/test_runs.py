@@ -186,3 +186,17 @@ def test_stop_ends_the_run_at_its_next_iteration_with_the_explorer_filled():
     assert details["iteration"] == 1 and len(state.record.iterations) == 3
     with pytest.raises(StopIteration):
         next(steps)
+
+
+def test_the_line_under_the_pair_box_names_the_whole_pair_and_takes_any_value():
+    import html
+
+    from components.tabs.sidebar import pair_name_html
+    from spectr_gbv.pairs import PAIRS
+
+    for key, info in PAIRS.items():
+        assert pair_name_html(key) == f'<div class="pair-name">{html.escape(info.label)}</div>'
+        assert pair_name_html(info.label) == pair_name_html(key)  # a label as the box may send it
+    assert pair_name_html("<b>org/a, org/b</b>") == '<div class="pair-name">&lt;b&gt;org/a, org/b&lt;/b&gt;</div>'
+    for junk in (None, 3, ["x"], {"a": 1}, "y" * 10_000):
+        assert pair_name_html(junk).startswith('<div class="pair-name">') and len(pair_name_html(junk)) < 300
