@@ -60,8 +60,6 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                                 info="Toy world: words the cat dog sat ran on mat . | Two-token example: A B")
         run_state = gr.State(None, time_to_live=limits.LIMITS.state_seconds)
         side = sidebar.build(default_pair)
-        with side.box:  # at the sidebar's end, under the link: the Lesson on a projector in one click
-            class_button = classroom.build()
         page = Page(demo, side, prompt, run_state, link_note, fold)
         with gr.Tabs(overflow_behavior="wrap", elem_id="main-tabs") as page.tabs:  # every tab visible by name
             generate.build(page)
@@ -78,7 +76,7 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
         share.wire(demo, page.tabs, link_note, page.controls, *side.link_controls, presentation=side.presentation,
                    walkthrough=page.tab_handles.lesson.walkthrough)
         screens.wire(demo, side.box)
-        classroom.wire(page, class_button)
+        classroom.wire(page, side.class_button)
         for view in (generate, explorer, compare, race, sweep, grid_view, fidelity, lesson, playground, sidebar):
             view.wire_events(page)
     return demo

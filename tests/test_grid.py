@@ -303,3 +303,31 @@ def test_the_grid_table_scrolls_sideways_in_its_own_box():
     markup = draft_grid_html(it, decode, "sd")
     box = markup.index('class="grid-scroll"')
     assert "overflow-x:auto" in markup[box:markup.index(">", box)] and markup.index("<table") > box
+
+
+def drawn_from_row(text: str) -> str:
+    """The panel's "drawn from" row in words: between its label and the symbols' row."""
+    start = text.index("  drawn from  ") + len("  drawn from  ")
+    return text[start:text.index("drawn from, in symbols")]
+
+
+def test_the_handoff_panel_says_what_the_final_token_was_drawn_from_in_words():
+    symbols = ("ω", "norm(", "R ←", "G(", "τ", "(q", "D)")
+    offers = [SubBlockTest(1, 1, 1, 0.3, False, 0.6), SubBlockTest(2, 1, 1, 0.2, False, 0.7)]
+    text = panel_text(draft_grid_html(record(CHOSEN_STOPS_AT_2 + offers, 1, 0, "correction", HANDOFF_DRAFTS), decode,
+                                      "as_bv_handoff"))
+    words = drawn_from_row(text)
+    assert "the chosen draft's leftover at position 2" in words and "each rejected offer in turn" in words
+    assert not any(symbol in words for symbol in symbols)
+
+    taken = [SubBlockTest(1, 1, 1, 0.8, True, 0.2), SubBlockTest(1, 2, 1, 0.1, False, 0.9)]
+    words = drawn_from_row(panel_text(draft_grid_html(record(CHOSEN_STOPS_AT_2 + taken, 2, 1, "correction",
+                                                             HANDOFF_DRAFTS), decode, "as_bv_handoff")))
+    assert "GBV's leftover on draft 2 at position 3" in words and "p bars of draft 2" in words
+    assert not any(symbol in words for symbol in symbols)
+
+    alone = [SubBlockTest(0, 0, 1, 0.2, False, 0.8), SubBlockTest(0, 0, 2, 0.1, False, 0.9),
+             SubBlockTest(0, 0, 3, 0.1, False, 0.9)]
+    words = drawn_from_row(panel_text(draft_grid_html(record(alone, 0, None, "correction", ((1, 2, 3),)), decode,
+                                                      "as_bv_handoff")))
+    assert "leftover at position 1" in words and "rejected offer" not in words

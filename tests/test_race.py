@@ -103,6 +103,22 @@ def test_the_handler_streams_a_frame_per_turn_with_bursts_outlined():
     assert "AR, SpecTr-GBV" in final.line and "race-finished" in final.board
 
 
+
+def test_a_teaching_pair_prints_no_tokens_per_second():
+    """The Toy world is a lookup table: its lanes and data say its speed means nothing, not a rate."""
+    from components.render.race import LaneView, race_html
+    from components.render.text import UNTIMED_NOTE
+
+    frames = list(race.race_stream(TOY_KEY, "the cat", "spectr_gbv", K, L, 0.0, TOKENS, 0))
+    for frame in (frames[1], frames[-1]):
+        assert "tokens/s" not in frame.board and frame.board.count(UNTIMED_NOTE) == 2
+    for side in (race.PLAIN, race.SPECULATIVE):
+        assert frames[-1].data[side]["tokens_per_second"] == UNTIMED_NOTE
+    # a model pair's lanes (timed) keep their rate
+    lane = LaneView("AR", "ar", toy_race().record(race.PLAIN), 2.0, TOKENS, None, fresh=False)
+    assert "tokens/s" in race_html([lane], get_pair(TOY_KEY).token_text) and UNTIMED_NOTE not in race_html(
+        [lane], get_pair(TOY_KEY).token_text)
+
 BAD = [  # (position in the arguments, value): every one refused by Generate too
     (0, "no such pair"), (1, ""), (1, "   "), (3, 0), (3, "two"), (4, 17), (5, 9), (5, float("nan")), (6, 0),
     (7, -1), (7, 1.5), (3, None),

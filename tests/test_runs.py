@@ -89,10 +89,51 @@ def test_a_model_pair_says_it_is_loading_and_a_teaching_pair_does_not(monkeypatc
     real = inputs.get_pair
     monkeypatch.setattr(inputs, "get_pair", lambda key, **kwargs: real("toy"))  # no model load in this test
     inputs.prepare("default", "the cat", lambda value, desc=None: said.append(desc))
-    assert said == [inputs.LOADING_NOTE] and "about a minute the first time" in inputs.LOADING_NOTE
+    assert len(said) == 1 and said[0].startswith(inputs.LOADING_NOTE)
+    assert "about a minute the first time" in inputs.LOADING_NOTE
     said.clear()
     inputs.prepare("toy", "the cat", lambda value, desc=None: said.append(desc))
     assert said == []
+
+
+def test_a_slow_model_load_names_its_stages_and_never_shows_a_frozen_percentage(monkeypatch):
+    """A cold start: the line changes while the load runs, names the loader's stage, and carries no
+    fraction (Gradio shows a number as "0.0%" for as long as the load takes)."""
+    import time
+
+    from components.wiring import loading
+    from spectr_gbv.models.load_stage import current, stage
+
+    real = inputs.get_pair
+
+    def slow_load(key, **kwargs):
+        with stage("dequantising the model file"):
+            time.sleep(0.5)
+        with stage("choosing this CPU's fastest kernel"):
+            time.sleep(0.5)
+        return real("toy")
+
+    monkeypatch.setattr(inputs, "get_pair", slow_load)
+    monkeypatch.setattr(loading, "POLL_S", 0.05)
+    calls = []
+    pair, ids = inputs.prepare("default", "the cat", lambda value, desc=None: calls.append((value, desc)))
+    assert pair.info.key == "toy" and ids == real("toy").encode("the cat")
+    assert calls and all(value is None for value, _ in calls)  # a line, no percentage
+    lines = [desc for _, desc in calls]
+    assert all(line.startswith(inputs.LOADING_NOTE) for line in lines)
+    assert any("dequantising the model file" in line for line in lines)
+    assert any("choosing this CPU's fastest kernel" in line for line in lines)
+    assert any(" 1 s so far" in line for line in lines)  # the seconds move on
+    assert current() == ""  # the stages end with the load
+
+
+def test_a_failed_model_load_reaches_the_visitor_as_its_own_error(monkeypatch):
+    def broken(key, **kwargs):
+        raise ValueError("could not load model 'x': no such local folder on this server")
+
+    monkeypatch.setattr(inputs, "get_pair", broken)
+    with pytest.raises(ValueError, match="no such local folder"):
+        inputs.prepare("default", "the cat", lambda value, desc=None: None)
 
 
 def test_sweep_charts_fit_the_points_and_draw_the_band_and_the_theory_per_method():
@@ -145,3 +186,17 @@ def test_stop_ends_the_run_at_its_next_iteration_with_the_explorer_filled():
     assert details["iteration"] == 1 and len(state.record.iterations) == 3
     with pytest.raises(StopIteration):
         next(steps)
+
+
+def test_the_line_under_the_pair_box_names_the_whole_pair_and_takes_any_value():
+    import html
+
+    from components.tabs.sidebar import pair_name_html
+    from spectr_gbv.pairs import PAIRS
+
+    for key, info in PAIRS.items():
+        assert pair_name_html(key) == f'<div class="pair-name">{html.escape(info.label)}</div>'
+        assert pair_name_html(info.label) == pair_name_html(key)  # a label as the box may send it
+    assert pair_name_html("<b>org/a, org/b</b>") == '<div class="pair-name">&lt;b&gt;org/a, org/b&lt;/b&gt;</div>'
+    for junk in (None, 3, ["x"], {"a": 1}, "y" * 10_000):
+        assert pair_name_html(junk).startswith('<div class="pair-name">') and len(pair_name_html(junk)) < 300

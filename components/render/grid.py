@@ -30,7 +30,7 @@ from spectr_gbv.methods.base import SubBlockTest
 from spectr_gbv.records import IterationRecord
 
 from .palette import KINDS, UNREACHED, KindStyle
-from .handoff_story import handoff_story
+from .handoff_story import drawn_from_words, handoff_story
 from .residuals import final_token_rule
 from .text import legend_html, visible_token
 
@@ -129,6 +129,8 @@ def _final_detail(it: IterationRecord, method: str, text: str, replaced: tuple[s
     if replaced is not None:
         token, p, q = replaced
         rows += [("replaces the draft token", f"{token} (p = {p:.4f}, q = {q:.4f}, q/p {_ratio(p, q)})")]
+    words = drawn_from_words(it) if story else None
+    rows += [("drawn from", words)] if words else []
     rows += [("drawn from, in symbols" if story else "drawn from", final_token_rule(method, it.final_kind))]
     if cut is not None:
         rows += [("output", cut)]

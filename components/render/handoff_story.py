@@ -86,3 +86,33 @@ def handoff_story(it: IterationRecord, token_text: Callable[[list[int]], list[st
                            if it.final_kind == "bonus" else
                            f"; the final token at position {it.num_accepted + 1} was drawn from what the target "
                            f"still wanted there (GBV's leftover on draft {winner}).")
+
+
+LEFTOVER = ("the target's probabilities there, scaled down by the weight of the tokens kept before it, minus {minus}, "
+            "with what falls below zero cut off and the rest rescaled to add up to 1")
+
+
+def drawn_from_words(it: IterationRecord) -> str | None:
+    """The distribution AS-BV+H drew this iteration's final token from, in words (the registry's
+    residual says it in symbols): the chosen draft's leftover, that leftover after the rejected
+    offers, or GBV's leftover on the draft whose offer was taken. None where the tests do not
+    have the hand-off's shape."""
+    found = read_handoff(it)
+    if found is None:
+        return None
+    position = it.num_accepted + 1
+    if it.final_kind == "bonus":
+        return (f"the target's own probabilities at position {position}: every drafted token was kept, so nothing "
+                f"is taken away from them.")
+    if found.taken is not None:
+        winner = found.taken.draft + 1
+        return (f"GBV's leftover on draft {winner} at position {position}: "
+                + LEFTOVER.format(minus=f"the draft model's probabilities there (the p bars of draft {winner})") + ".")
+    leftover = (f"the chosen draft's leftover at position {position}: "
+                + LEFTOVER.format(minus="the chance that the selection of a draft proposes each token there (its own "
+                                        "law, not the plotted p)"))
+    if not found.offers:
+        return leftover + "."
+    each = "each rejected offer" if len(found.offers) > 1 else "the rejected offer"
+    return (leftover + f"; then, for {each} in turn, that draft's own chance of proposing each token was taken away "
+            "again, cut at zero and rescaled.")

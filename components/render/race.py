@@ -9,7 +9,7 @@ from typing import Callable
 from spectr_gbv.records import RunRecord
 
 from .palette import is_lossy, method_colour
-from .text import legend_html, provenance_html
+from .text import UNTIMED_NOTE, legend_html, provenance_html
 
 FINISH_FLAG = "🏁"
 
@@ -35,15 +35,17 @@ class LaneView:
         return self.tokens / self.seconds if self.seconds > 0 and self.tokens else None
 
 
-def stats_line(lane: LaneView) -> str:
-    rate = f"{lane.tokens_per_second:.1f} tokens/s" if lane.tokens_per_second is not None else "– tokens/s"
+def stats_line(lane: LaneView, timed: bool = True) -> str:
+    """Tokens, target calls and tokens/s (on a teaching pair, a lookup table, the note that its speed means nothing)."""
+    rate = (UNTIMED_NOTE if not timed else f"{lane.tokens_per_second:.1f} tokens/s"
+            if lane.tokens_per_second is not None else "– tokens/s")
     parts = [f"{lane.tokens} / {lane.total} tokens", f"{lane.record.target_calls} target calls", rate]
     if lane.finished_turn is not None:
         parts.append(f"{FINISH_FLAG} finished on turn {lane.finished_turn}")
     return " · ".join(parts)
 
 
-def lane_html(lane: LaneView, token_text: Callable[[list[int]], list[str]]) -> str:
+def lane_html(lane: LaneView, token_text: Callable[[list[int]], list[str]], timed: bool = True) -> str:
     colour = method_colour(lane.method)
     body = provenance_html(lane.record, token_text, legend=False, fresh=lane.fresh)
     body = body.replace(" (click: open it in the explorer)", "")  # the Race has no explorer to open
@@ -52,13 +54,15 @@ def lane_html(lane: LaneView, token_text: Callable[[list[int]], list[str]]) -> s
             f'data-target-calls="{lane.record.target_calls}" style="flex:1;min-width:240px;border:1px solid #ddd;'
             f'border-left:6px {"dashed" if is_lossy(lane.method) else "solid"} {colour};border-radius:6px;padding:8px">'
             f'<h4 style="margin:0 0 4px 0">{html.escape(lane.label)}</h4>'
-            f'<div class="race-stats" style="font-size:14px;margin-bottom:6px">{html.escape(stats_line(lane))}</div>'
+            f'<div class="race-stats" style="font-size:14px;margin-bottom:6px">{html.escape(stats_line(lane, timed))}</div>'
             f"{body}</div>")
 
 
-def race_html(lanes: list[LaneView], token_text: Callable[[list[int]], list[str]], note: str = "") -> str:
-    """Both lanes side by side, the kinds' legend under them, and `note` (plain text) above."""
+def race_html(lanes: list[LaneView], token_text: Callable[[list[int]], list[str]], note: str = "",
+              timed: bool = True) -> str:
+    """Both lanes side by side, the kinds' legend under them, and `note` (plain text) above; `timed`
+    False (a teaching pair) writes no tokens/s."""
     top = f'<div class="race-note" style="margin-bottom:6px">{html.escape(note)}</div>' if note else ""
-    columns = "".join(lane_html(lane, token_text) for lane in lanes)
+    columns = "".join(lane_html(lane, token_text, timed) for lane in lanes)
     return (f'{top}<div class="race-row" style="display:flex;gap:10px;flex-wrap:wrap">{columns}</div>'
             + legend_html())

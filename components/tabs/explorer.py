@@ -15,6 +15,7 @@ from . import explorer_inside
 from ..wiring import private
 from ..wiring.errors import user_error, user_errors
 from ..wiring.explorer_js import GRID_JS
+from ..render.chart_layout import MIN_WIDTH
 from ..render.figures import distribution_figure
 from ..render.grid import draft_grid_html
 from ..wiring.outputs import NamedOutputs, skip
@@ -189,11 +190,13 @@ def build(page) -> None:
             next_button = gr.Button("next ▶", size="sm", elem_id="explorer-next", scale=0, min_width=110)
         playing = gr.State(False)
         timer = gr.Timer(PLAY_SECONDS, active=False)
-        # Grid (with its click-to-pin detail panel) and chart side by side down to a 1024 px screen.
+        # Grid (with its click-to-pin detail panel) and chart side by side where both fit; the chart keeps
+        # the width every chart is laid out for (chart_layout.MIN_WIDTH) and wraps below the grid when the
+        # row is narrower (beside the open sidebar at 1024 px it was squeezed to 190 px, its title cut).
         with gr.Row(elem_id="explorer-main", equal_height=False, elem_classes=["chart-row"]):
             with gr.Column(scale=3, min_width=340):
                 grid = gr.HTML(EMPTY, elem_id="draft-grid", js_on_load=GRID_JS, apply_default_css=False)
-            with gr.Column(scale=2, min_width=240):
+            with gr.Column(scale=2, min_width=MIN_WIDTH):
                 figure = gr.Plot(label="Distributions at the final position", elem_id="distribution-plot",
                                  show_label=False)  # its title names it; the label sat over the title
         how_to_read("explorer")

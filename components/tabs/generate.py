@@ -170,7 +170,10 @@ def build(page) -> None:
         # An example sets the pair and prompt, then runs Generate with the sidebar's settings (wire_events).
         # A dataset and an event of our own, not gr.Examples: its event is callable over the API and
         # preprocessed by Gradio, which answers junk with a traceback (components.wiring.private).
-        examples = gr.Dataset(components=[page.sidebar.pair, page.prompt], samples=EXAMPLES,
+        # Gradio cuts a Textbox's example at 60 characters ("... whether a number is pri..."); a Dropdown's
+        # example shows its choice's label whole, so the prompts are shown through one, never on the page.
+        prompts = gr.Dropdown([(text, text) for _, text in EXAMPLES], render=False)
+        examples = gr.Dataset(components=[page.sidebar.pair, prompts], samples=EXAMPLES, elem_id="generate-examples",
                               label="Examples (run with the sidebar's settings)")
     page.tab_handles.generate = GenerateTab(button, stop_button, output, line, data, examples, plan)
 

@@ -33,6 +33,7 @@ from ..wiring.run_events import back_to_idle, run_events
 from ..wiring.runs import STOPS, Stop, header_line, method_name
 from ..wiring.settings import check_method, settings
 from ..render.race import LaneView, race_html
+from ..render.text import UNTIMED_NOTE
 from . import generate
 
 PLAIN, SPECULATIVE = "plain", "speculative"
@@ -190,13 +191,15 @@ def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature,
     heading = dict(pair_key=pair.info.key, methods=[AUTOREGRESSIVE, method], num_drafts=base.num_drafts,
                    draft_length=base.draft_length, temperature=base.temperature, seed=base.seed)
     budget, stop, total = Budget(), None, 2 * base.max_new_tokens
+    timed = not pair.info.teaching  # a teaching pair is a lookup table: its tokens/s mean nothing
     progress(0, desc="racing")
     try:
         for _turn in race.turns():
             budget.tick()
             done = sum(lane.tokens for lane in race.lanes.values())
             progress(done / total, desc=f"{done} / {total} tokens")
-            yield Raced(race_html(race.views(), pair.token_text), header_line(**heading) + _standing(race, method))
+            yield Raced(race_html(race.views(), pair.token_text, timed=timed),
+                        header_line(**heading) + _standing(race, method))
             if STOPS.take(session):
                 stop = Stop(done, total, "tokens (both sides)", "you pressed Stop")
                 break
@@ -205,7 +208,10 @@ def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature,
                            error)
     summary = race.summary() | {"pair": pair.info.key, "stopped": stop.text() if stop else None,
                                 "texts": {side: pair.text(race.record(side).tokens) for side in race.lanes}}
-    yield Raced(race_html(race.views(), pair.token_text), header_line(**heading, stop=stop) + _standing(race, method),
+    if not timed:
+        for side in race.lanes:
+            summary[side] |= {"seconds": UNTIMED_NOTE, "tokens_per_second": UNTIMED_NOTE}
+    yield Raced(race_html(race.views(), pair.token_text, timed=timed), header_line(**heading, stop=stop) + _standing(race, method),
                 summary)
 
 

@@ -1,11 +1,15 @@
-"""The sidebar: the pair, the method, K, L, T, tokens, seed and the methods every view reads."""
+"""The sidebar: presentation mode and "Start a class" first, then the pair, the method, K, L, T, tokens,
+seed and the methods every view reads."""
 
 from __future__ import annotations
 
+import html
+
 import gradio as gr
+from spectr_gbv.pairs import PAIRS, pair_key_of
 
 from ..serving import limits
-from ..wiring import caps, private, share
+from ..wiring import caps, classroom, private, share
 from ..wiring.explorer_js import PRESENTATION_JS
 from ..wiring.inputs import DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, PAIR_CHOICES, compare_choices, default_compare, method_choices, prompt_for_pair
 from ..wiring.page import Sidebar
@@ -16,12 +20,27 @@ PLAYGROUND_NOTE = ("**K and L** are set on the Playground itself while it is ope
                    "the runs' K and L come back with the other tabs.")
 
 
+def pair_name_html(pair_key) -> str:
+    """The chosen pair's whole name (its label; a typed 'TARGET, DRAFT' as typed), for the line under the box."""
+    key = pair_key_of(pair_key) if isinstance(pair_key, str) else ""
+    name = PAIRS[key].label if key in PAIRS else str(pair_key or "")[:200]
+    return f'<div class="pair-name">{html.escape(name)}</div>'
+
+
 def build(default_pair: str) -> Sidebar:
     with gr.Sidebar(open=True, width=320) as box:
+        # First: a teacher at a projector looks for these before anything else (at the sidebar's end they sat
+        # below its fold): presentation mode, and the Lesson on a projector's settings in one click.
+        presentation = gr.Checkbox(False, label="Presentation mode (larger text, for a projector)",
+                                   elem_id="presentation-mode")
+        class_button = classroom.build()
         pair = gr.Dropdown(PAIR_CHOICES, value=default_pair, label="Model pair",
                            allow_custom_value=limits.LIMITS.allow_any_model,
                            info="Hub pairs need the Hugging Face Hub; the others work offline."
                            + (" This server also accepts 'TARGET, DRAFT' (hub ids or folders)." if limits.LIMITS.allow_any_model else ""))
+        # The box cuts a long pair name (an input cannot wrap): the whole name, wrapped, under it.
+        name = gr.HTML(pair_name_html(default_pair), elem_id="pair-name", apply_default_css=False)
+        private.on(pair.change, pair_name_html, pair, name, queue=False, show_progress="hidden")
         method = gr.Dropdown(method_choices(), value=DEFAULT_METHOD, label="Method (Generate, Fidelity)")
         num_drafts = gr.Slider(1, MAX_DRAFTS, value=DEFAULT_K, step=1, label="K (drafts)",
                                info=caps.ignored_info(DEFAULT_METHOD, "K"), elem_id="num-drafts")
@@ -33,11 +52,9 @@ def build(default_pair: str) -> Sidebar:
         max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULT_TOKENS, step=1, label="Max new tokens")
         seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", info="Same settings + seed = same tokens")
         methods = gr.CheckboxGroup(compare_choices(), value=default_compare(), label="Methods (Compare, Sweep)")
-        presentation = gr.Checkbox(False, label="Presentation mode (larger text, for a projector)",
-                                   elem_id="presentation-mode")
         link_controls = share.build_link_controls()
     return Sidebar(pair, method, num_drafts, draft_length, temperature, max_new_tokens, seed, methods, presentation,
-                   link_controls, box, playground_note)
+                   link_controls, box, playground_note, class_button)
 
 
 def wire_events(page) -> None:

@@ -52,4 +52,6 @@ element.addEventListener('click', (event) => {
 """
 
 # The presentation toggle: larger type everywhere (app.css, html.presentation).
-PRESENTATION_JS = "(on) => { document.documentElement.classList.toggle('presentation', !!on); return on; }"
+# The resize event makes every Plotly chart lay itself out again at its zoomed width (app.css).
+PRESENTATION_JS = ("(on) => { document.documentElement.classList.toggle('presentation', !!on); "
+                   "window.dispatchEvent(new Event('resize')); return on; }")

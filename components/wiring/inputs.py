@@ -10,9 +10,9 @@ from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pai
 
 from ..serving import limits
 from ..serving.limits import check_fits, check_prompt_tokens, fewest_iterations
+from .loading import LOADING as LOADING_NOTE, load_with_progress
 from .settings import check_pair_key, check_prompt
 
-LOADING_NOTE = "loading the model (about a minute the first time)"
 PAIR_CHOICES = [(info.label, key) for key, info in PAIRS.items()]
 
 
@@ -76,11 +76,10 @@ def prompt_for_pair(pair_key, prompt):
 
 
 def prepare(pair_key, prompt, progress=None):
-    """(pair, prompt token ids), checked; a model pair may load now, and the progress bar says so."""
+    """(pair, prompt token ids), checked; a model pair may load now, and the progress line says at what stage."""
     key = check_pair_key(pair_key)
-    if progress is not None and not is_teaching(key):
-        progress(0, desc=LOADING_NOTE)
-    pair = get_pair(key, allow_custom=limits.LIMITS.allow_any_model)
+    load = lambda: get_pair(key, allow_custom=limits.LIMITS.allow_any_model)  # noqa: E731
+    pair = load_with_progress(load, progress) if progress is not None and not is_teaching(key) else load()
     prompt_ids = pair.encode(check_prompt(prompt))
     check_prompt_tokens(len(prompt_ids))
     return pair, prompt_ids

@@ -39,6 +39,7 @@ class Sidebar:
     link_controls: tuple
     box: gr.Sidebar
     playground_note: gr.Markdown  # in K and L's place while the Playground is chosen
+    class_button: gr.Button | None = None  # "Start a class" (components.wiring.classroom), under presentation mode
 
 
 @dataclass

