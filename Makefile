@@ -54,7 +54,7 @@ bench: $(STAMP)
 
 # Hardware-free: host reads per iteration and aten ops per token of the lean loop on the default pair.
 counts: $(STAMP)
-	$(PY) -m spectr_gbv.bench.counts --methods ar sd gbv spectr_gbv as_bv_handoff --drafts 2 --lengths 4
+	$(PY) -m spectr_gbv.bench.counts --methods ar sd spectr gbv spectr_gbv as_bv_handoff --drafts 2 --lengths 4
 
 # On a machine with a CUDA GPU, at most 8 minutes: the CUDA tests, then the default pair's speed,
 # host reads and ops on the GPU; writes assets/results/gpu_<device>.md.

@@ -1,6 +1,6 @@
 """The lean loop (`generate(..., detail=False)`): the same tokens as the detailed loop for the
 same seed, for every method, and at most two host reads per iteration for the rules that
-decide on tensors (SD, GBV, SpecTr-GBV), counted on a real transformers pair; plus the tensor rules
+decide on tensors (SD, SpecTr, GBV, SpecTr-GBV), counted on a real transformers pair; plus the tensor rules
 against their host-side `verify` on scripted inputs, and the benchmark's fair schedule."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from spectr_gbv.randomness import inverse_cdf_rows
 from tiny_models import save_tiny_llama
 
 METHOD_NAMES = ["ar", *METHODS]
-TENSOR_RULES_BY_NAME = ["sd", "gbv", "spectr_gbv"]  # the rules with a `decide`, checked against the registry below
+TENSOR_RULES_BY_NAME = ["sd", "spectr", "gbv", "spectr_gbv"]  # the rules with a `decide`, checked against the registry below
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_lean_and_detailed_loops_emit_the_same_tokens_on_the_toy_world(method):
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("method", ["ar", "sd", "gbv", "spectr_gbv", "as_bv_handoff"])
+@pytest.mark.parametrize("method", ["ar", "sd", "spectr", "gbv", "spectr_gbv", "as_bv_handoff"])
 def test_lean_and_detailed_loops_agree_on_a_transformers_pair(tiny_pair, method):
     target, draft, ids = tiny_pair
     for seed in range(3):
@@ -113,7 +113,7 @@ TENSOR_RULES = [name for name, spec in METHODS.items() if spec.decide is not Non
 
 
 @pytest.mark.unit
-def test_the_tensor_rules_are_sd_gbv_and_spectr_gbv():
+def test_the_tensor_rules_are_sd_spectr_gbv_and_spectr_gbv():
     assert TENSOR_RULES == TENSOR_RULES_BY_NAME
 
 
@@ -138,6 +138,21 @@ def test_each_tensor_rule_decides_as_its_verify_does_from_the_same_uniforms(meth
         winners.add(winner)
     assert stops == set(range(5))  # every stop depth, the bonus included, was exercised
     assert winners == ({0} if not spec.multi_draft else {0, 1, 2, 3})
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("method", ["spectr", "spectr_gbv"])
+def test_one_draft_takes_rho_one_without_searching_for_it(method):
+    """rho* = 1 for a single candidate: the tensor rules at K = 1 sort nothing (the search for
+    rho* begins with a sort of the vocabulary by ratio), while K = 2 does search at the root."""
+    make = torch.Generator().manual_seed(3)
+    sorts = {}
+    for K in (1, 2):
+        inp = random_input(make, K, 4, 7)
+        with OpCounter() as ops:
+            METHODS[method].decide(inp, torch.Generator().manual_seed(0))
+        sorts[K] = ops.by_op["sort"]
+    assert sorts[1] == 0 and sorts[2] > 0, sorts
 
 
 @pytest.mark.unit

@@ -1,6 +1,6 @@
 """Hardware-free costs of a decoding loop: host reads per iteration and aten ops per token.
 
-    python -m spectr_gbv.bench.counts [--methods ar sd gbv spectr_gbv as_bv_handoff] [--drafts 2]
+    python -m spectr_gbv.bench.counts [--methods ar sd spectr gbv spectr_gbv as_bv_handoff] [--drafts 2]
                                       [--lengths 4] [--tokens 32] [--detail] [--target default]
 
 On a GPU every host read (a tensor's value brought to Python: `item`, `tolist`, `int`,
@@ -119,7 +119,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="default")
     parser.add_argument("--draft", default=None)
-    parser.add_argument("--methods", nargs="+", default=["ar", "sd", "gbv", "spectr_gbv", "as_bv_handoff"])
+    parser.add_argument("--methods", nargs="+", default=["ar", "sd", "spectr", "gbv", "spectr_gbv", "as_bv_handoff"])
     parser.add_argument("--drafts", type=int, default=2)
     parser.add_argument("--lengths", type=int, default=4)
     parser.add_argument("--temperature", type=float, default=0.7)

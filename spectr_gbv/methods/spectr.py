@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 
 from ..probs import normalize, token_probs
-from ..randomness import Randomness
-from .base import VerifyInput, VerifyResult
+from ..randomness import Randomness, torch_uniforms
+from .base import VerifyInput, VerifyResult, decision, law_at
 from .tree import NodePlan, tree_expected_accepted, tree_verify
 
 # Scalar bisection steps inside the final bracket (host floats): the bracket shrinks by
@@ -131,6 +131,19 @@ def kseq_residual(target: torch.Tensor, draft: torch.Tensor, rho: torch.Tensor, 
     return normalize(torch.relu(target - through_acceptance), fallback=target)
 
 
+def kseq_residual_n(target: torch.Tensor, draft: torch.Tensor, rho: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """`kseq_residual` with n a 0-dim tensor (n >= 1 where it is used)."""
+    return kseq_residual(target, draft, rho, n.clamp(min=1).to(torch.float64))
+
+
+def rho_on_device(target: torch.Tensor, draft: torch.Tensor, n: torch.Tensor, most_drafts: int) -> torch.Tensor:
+    """rho* for a tensor rule at a node that at most `most_drafts` drafts can pass: 1 without
+    any search where that is one (rho* = 1 for n = 1), else `optimal_rho_on_device`."""
+    if most_drafts <= 1:
+        return torch.ones((), dtype=torch.float64, device=target.device)
+    return optimal_rho_on_device(target, draft, n)
+
+
 def kseq_node(target: torch.Tensor, draft: torch.Tensor, candidates: torch.Tensor) -> NodePlan:
     """K-SEQ: candidate k is accepted with min(1, f(x_k) / (rho* g(x_k)))."""
     rho = optimal_rho(target, draft, len(candidates))
@@ -140,6 +153,57 @@ def kseq_node(target: torch.Tensor, draft: torch.Tensor, candidates: torch.Tenso
 
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     return tree_verify(inp, rng, kseq_node)
+
+
+def uniform_budget(num_drafts: int, draft_length: int) -> int:
+    """At most K coins at each of the L nodes, then Y: K L + 1 uniforms."""
+    return num_drafts * draft_length + 1
+
+
+def decide(inp: VerifyInput, generator: torch.Generator) -> torch.Tensor:
+    """`verify` on tensors, from the same K L + 1 uniforms (`uniform_budget`; `verify` takes them
+    in order from `BudgetRandomness`, this indexes into them).
+
+    The tree walk with masks over the L nodes: `alive` holds the drafts through the accepted
+    prefix, in draft order, so the i-th alive draft's coin is the uniform at offset + i; the
+    first success (in draft order) is accepted, none ends the walk with the K-SEQ residual.
+    A node after the walk has ended changes nothing. rho* comes from `optimal_rho_on_device`
+    (equal to `optimal_rho` to a few units in the last place), and is 1 with no search where
+    at most one draft can pass the node (K = 1)."""
+    K, L, device = inp.num_drafts, inp.draft_length, inp.draft_tokens.device
+    # float64 throughout (VerifyInput's rows): the K-SEQ residual subtracts nearly equal masses.
+    q, p, X = inp.target_probs, inp.draft_probs, inp.draft_tokens
+    uniforms = torch_uniforms(generator, uniform_budget(K, L), device)
+    drafts = torch.arange(K, device=device)
+    zero = torch.zeros((), dtype=torch.long, device=device)
+    alive = torch.ones(K, dtype=torch.bool, device=device)
+    done = torch.zeros((), dtype=torch.bool, device=device)
+    offset, tau, winner = zero, zero, zero
+    final = q[0, L]
+    for depth in range(L):
+        row = torch.where(alive, drafts, K).min()  # alive[0]: the canonical row of the node
+        target, draft = law_at(row, q[:, depth]), law_at(row, p[:, depth])
+        n = alive.sum()
+        rho = rho_on_device(target, draft, n, K)
+        candidates = X[:, depth]
+        accept = (target[candidates] / (rho * draft[candidates])).clamp(max=1.0)  # [K]; read where alive
+        place = alive.long().cumsum(0) - 1  # the i-th alive draft's coin is the uniform at offset + i
+        eta = uniforms[(offset + place).clamp(0, uniforms.numel() - 1)]
+        succeeded = alive & (eta < accept)
+        first = torch.where(succeeded, drafts, K).min().clamp(max=K - 1)
+        accepted = succeeded.any()
+        # Every candidate rejected: Y from the K-SEQ residual; the winner is the node's canonical draft.
+        rejected_now = ~done & ~accepted
+        final = torch.where(rejected_now, kseq_residual_n(target, draft, rho, n), final)
+        winner = torch.where(rejected_now & (depth > 0), row, winner)
+        offset = torch.where(done, offset, offset + n)
+        alive = torch.where(done | rejected_now, alive, alive & (candidates == law_at(first, candidates)))
+        tau = torch.where(done | rejected_now, tau, tau + 1)
+        done = done | rejected_now
+    last = torch.where(alive, drafts, K).min().clamp(max=K - 1)  # the bonus, where every node accepted
+    final = torch.where(done, final, law_at(last, q[:, L]))
+    winner = torch.where(done, winner, last)
+    return decision(inp, winner, tau, final, law_at(offset, uniforms))
 
 
 def expected_accepted(inp: VerifyInput) -> float:

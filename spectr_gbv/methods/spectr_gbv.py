@@ -32,7 +32,7 @@ from ..probs import residual, residual_mass, token_probs
 from ..randomness import Randomness, torch_uniforms
 from .base import FinalKind, SubBlockTest, VerifyInput, VerifyResult, decision, emit, law_at
 from .gbv import all_fail_from, block_accept_probs, block_weights, log_ratios, scan_block, stop_law, sub_block_probs
-from .spectr import kseq_beta, kseq_residual, optimal_rho, optimal_rho_on_device
+from .spectr import kseq_beta, kseq_residual, kseq_residual_n, optimal_rho, rho_on_device
 
 
 @dataclass(frozen=True)
@@ -128,8 +128,8 @@ def decide(inp: VerifyInput, generator: torch.Generator) -> torch.Tensor:
     has ended changes nothing. Per attempt only that draft's rows are read: its omega over the
     positions depth .. L-1 (zeros before depth leave `block_weights`' closed form unchanged),
     every h_t (no shortcut: skipping one would take a read), its coins at the uniforms
-    offset .. offset + m - 1, and t*. rho* at a new node comes from `optimal_rho_on_device`,
-    and only where two or more drafts can still pass through that node (else rho* = 1)."""
+    offset .. offset + m - 1, and t*. rho* comes from `optimal_rho_on_device` (`rho_on_device`),
+    and only where two or more drafts can still pass through the node (else rho* = 1, the root at K = 1 too)."""
     K, L, device = inp.num_drafts, inp.draft_length, inp.draft_tokens.device
     q, p, X = inp.target_probs, inp.draft_probs, inp.draft_tokens
     uniforms = torch_uniforms(generator, uniform_budget(K, L), device)
@@ -144,7 +144,7 @@ def decide(inp: VerifyInput, generator: torch.Generator) -> torch.Tensor:
     node_target = q[0, 0]
     remaining = torch.ones(K, dtype=torch.bool, device=device)
     n = torch.full((), K, dtype=torch.long, device=device)
-    rho = optimal_rho_on_device(node_target, p[0, 0], n)
+    rho = rho_on_device(node_target, p[0, 0], n, K)  # K = 1: rho* = 1, no search
     beta = kseq_beta(node_target, p[0, 0], rho)
     done = torch.zeros((), dtype=torch.bool, device=device)
     final = node_target
@@ -174,10 +174,8 @@ def decide(inp: VerifyInput, generator: torch.Generator) -> torch.Tensor:
         agree = ((X == xj) | (positions >= new_depth)).all(-1)
         members = agree & (drafts > j) & remaining
         new_n = members.sum()
-        if K - 1 - attempt >= 2:  # two or more drafts may pass the new node: rho* needs the search
-            new_rho = optimal_rho_on_device(new_target, law_at(stop, pj), new_n)
-        else:
-            new_rho = torch.ones((), dtype=torch.float64, device=device)
+        # At most the K - 1 - attempt drafts after j can pass the new node: below two, rho* = 1.
+        new_rho = rho_on_device(new_target, law_at(stop, pj), new_n, K - 1 - attempt)
         # Where every draft of the node failed: Y from the K-SEQ residual of f (f itself if beta = 0).
         spent = remaining & (drafts != j)
         node_draft = law_at(at, pj)
@@ -200,11 +198,6 @@ def decide(inp: VerifyInput, generator: torch.Generator) -> torch.Tensor:
         depth = torch.where(commit_now | bonus_now, new_depth, depth)
         done = done | bonus_now | all_failed_now | (commit_now & (new_n == 0))
     return decision(inp, winner, depth, final, law_at(offset, uniforms))
-
-
-def kseq_residual_n(target: torch.Tensor, draft: torch.Tensor, rho: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
-    """`kseq_residual` with n a 0-dim tensor (n >= 1 where it is used)."""
-    return kseq_residual(target, draft, rho, n.clamp(min=1).to(torch.float64))
 
 
 def expected_accepted(inp: VerifyInput) -> float:

@@ -18,7 +18,7 @@ from typing import Sequence
 import torch
 
 from ..probs import restricted_head_logits
-from ..trie import DraftTrie
+from ..trie import DraftTrie, ScoringLayout
 from .cpu_kernel import output_weight
 from .feature_draft import target_features
 
@@ -165,26 +165,20 @@ class HFSession:
         """[K, L] drafts -> [K, L + 1, V] logits: q after the context and after every block prefix,
         from one forward over the pending tokens and the drafts' distinct prefixes."""
         trie = DraftTrie.of_blocks(blocks.tolist())
-        m, n, past = len(self.pending), trie.size, self.cached
+        m, past = len(self.pending), self.cached
         device = self.model.device
-        depths = torch.tensor(trie.depths, dtype=torch.long)
-        positions = torch.cat([torch.arange(past, past + m), past + m - 1 + depths])[None].to(device)
-        allowed = torch.zeros(m + n, past + m + n, dtype=torch.bool)
-        allowed[:, :past] = True  # the committed cache
-        allowed[:m, past : past + m] = torch.ones(m, m, dtype=torch.bool).tril()  # the pending tokens, causally
-        allowed[m:, past : past + m] = True
-        allowed[m:, past + m :] = trie.ancestor_mask()
-        dtype = self.model.model.dtype
-        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
+        layout = ScoringLayout.of(trie, m, self.model.model.dtype, device)  # built once per trie shape
+        positions = (past + layout.offsets)[None]
         ids = torch.tensor([self.pending + trie.tokens], dtype=torch.long, device=device)
-        hidden = self._hidden(ids, attention_mask=mask[None, None].to(device), position_ids=positions)[0]
+        mask = layout.attention_mask(past)[None, None]
+        hidden = self._hidden(ids, attention_mask=mask, position_ids=positions)[0]
         logits = self._head(hidden[m - 1 :])  # root (q after the context), then one row per node
         self.fed_features = self.last_features[0] if self.collect_features else None
         self.fed_pending = m
         self.cached += m
         self.pending = []
         self.trie = trie
-        return logits[trie.rows_for_blocks().to(device)]
+        return logits[layout.rows]
 
     @torch.inference_mode()  # the cache's tensors are inference tensors: moved in place
     def _commit_trie(self, branch: int, tokens: list[int]) -> list[int]:
