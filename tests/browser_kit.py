@@ -18,10 +18,13 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from components.wiring.screens import NARROW_PX
+
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 TIMEOUT = 90
 WINDOW = (1440, 900)
 NARROW = (800, 1000)
+PROJECTOR = (1024, 768)  # a classroom projector, shown in presentation mode
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +76,44 @@ def resize(driver, width: int, height: int) -> None:
     driver.set_window_size(width, height)
     inner = driver.execute_script("return [window.innerWidth, window.innerHeight];")
     driver.set_window_size(2 * width - inner[0], 2 * height - inner[1])
+
+
+def open_page(driver, address: str, width: int, height: int, presentation: bool) -> None:
+    resize(driver, width, height)
+    driver.get(address)
+    wait_for(driver, "#generate-button")
+    # the page's load event closes the sidebar on a narrow window: wait for it, or it closes what a test opened
+    narrow = width < NARROW_PX
+    wait_until(driver, lambda d: (rect(d, d.find_element(By.CSS_SELECTOR, ".sidebar"))["right"] <= 0) == narrow,
+               "the sidebar as the window's width sets it")
+    if presentation:
+        set_presentation(driver, True)
+
+
+def set_presentation(driver, on: bool) -> None:
+    driver.execute_script("document.querySelector('#presentation-mode input').click()")  # the sidebar may be closed
+    wait_until(driver, lambda d: d.execute_script("return document.documentElement.classList.contains('presentation')")
+               == on, f"presentation mode {'on' if on else 'off'}")
+
+
+def rect(driver, element) -> dict:
+    return driver.execute_script("const r = arguments[0].getBoundingClientRect();"
+                                 "return {left: r.left, right: r.right, top: r.top, bottom: r.bottom};", element)
+
+
+def on_screen(driver, element) -> bool:
+    """Rendered, and inside the window sideways (a closed sidebar's controls sit left of it)."""
+    return driver.execute_script("""
+        const e = arguments[0], r = e.getBoundingClientRect();
+        return e.checkVisibility() && r.width > 0 && r.height > 0 && r.right > 0 && r.left < window.innerWidth;""",
+                                 element)
+
+
+def no_sideways_scroll(driver) -> bool:
+    return driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def open_sidebar(driver) -> None:
+    if rect(driver, driver.find_element(By.CSS_SELECTOR, ".sidebar"))["right"] <= 0:
+        driver.find_element(By.CSS_SELECTOR, "button[aria-label='Toggle Sidebar']").click()
+    wait_until(driver, lambda d: rect(d, d.find_element(By.CSS_SELECTOR, ".sidebar"))["left"] >= 0, "the sidebar open")

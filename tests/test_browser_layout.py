@@ -17,12 +17,11 @@ from selenium.webdriver.common.keys import Keys
 
 from app_server import running_app
 from components.tabs import lesson as lesson_steps
-from browser_kit import NARROW, WINDOW, browser, open_tab, resize, screenshots, wait_for, wait_until  # noqa: F401
-from components.wiring.screens import NARROW_PX
+from browser_kit import (NARROW, PROJECTOR, WINDOW, browser, no_sideways_scroll, on_screen, open_page, open_sidebar,  # noqa: F401
+                         open_tab, rect, screenshots, set_presentation, wait_for, wait_until)
 
 pytestmark = pytest.mark.browser
 
-PROJECTOR = (1024, 768)
 # (width, height, presentation mode): the three sizes of the issue, and the titles also at the other mode
 SIZES = [(*WINDOW, False), (*PROJECTOR, True), (*NARROW, False)]
 TITLE_SIZES = SIZES + [(*PROJECTOR, False), (*NARROW, True)]
@@ -32,47 +31,6 @@ TITLE_SIZES = SIZES + [(*PROJECTOR, False), (*NARROW, True)]
 def url():
     with running_app(default_pair="toy", default_prompt="the cat") as address:
         yield address
-
-
-def open_page(driver, address: str, width: int, height: int, presentation: bool) -> None:
-    resize(driver, width, height)
-    driver.get(address)
-    wait_for(driver, "#generate-button")
-    # the page's load event closes the sidebar on a narrow window: wait for it, or it closes what a test opened
-    narrow = width < NARROW_PX
-    wait_until(driver, lambda d: (rect(d, d.find_element(By.CSS_SELECTOR, ".sidebar"))["right"] <= 0) == narrow,
-               "the sidebar as the window's width sets it")
-    if presentation:
-        set_presentation(driver, True)
-
-
-def set_presentation(driver, on: bool) -> None:
-    driver.execute_script("document.querySelector('#presentation-mode input').click()")  # the sidebar may be closed
-    wait_until(driver, lambda d: d.execute_script("return document.documentElement.classList.contains('presentation')")
-               == on, f"presentation mode {'on' if on else 'off'}")
-
-
-def rect(driver, element) -> dict:
-    return driver.execute_script("const r = arguments[0].getBoundingClientRect();"
-                                 "return {left: r.left, right: r.right, top: r.top, bottom: r.bottom};", element)
-
-
-def on_screen(driver, element) -> bool:
-    """Rendered, and inside the window sideways (a closed sidebar's controls sit left of it)."""
-    return driver.execute_script("""
-        const e = arguments[0], r = e.getBoundingClientRect();
-        return e.checkVisibility() && r.width > 0 && r.height > 0 && r.right > 0 && r.left < window.innerWidth;""",
-                                 element)
-
-
-def no_sideways_scroll(driver) -> bool:
-    return driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
-
-
-def open_sidebar(driver) -> None:
-    if rect(driver, driver.find_element(By.CSS_SELECTOR, ".sidebar"))["right"] <= 0:
-        driver.find_element(By.CSS_SELECTOR, "button[aria-label='Toggle Sidebar']").click()
-    wait_until(driver, lambda d: rect(d, d.find_element(By.CSS_SELECTOR, ".sidebar"))["left"] >= 0, "the sidebar open")
 
 
 def sliders_on_screen(driver, label: str) -> list:

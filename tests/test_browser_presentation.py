@@ -15,12 +15,11 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from app_server import running_app
-from browser_kit import NARROW, WINDOW, browser, open_tab, screenshots, wait_for, wait_until  # noqa: F401
+from browser_kit import (NARROW, PROJECTOR, WINDOW, browser, no_sideways_scroll, on_screen, open_page, open_sidebar,  # noqa: F401
+                         open_tab, rect, screenshots, set_presentation, wait_for, wait_until)
 from components.render.chart_layout import MIN_WIDTH
 from components.wiring.inputs import EXAMPLES
 from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY
-from test_browser_layout import (PROJECTOR, no_sideways_scroll, on_screen, open_page, open_sidebar, rect,
-                                 set_presentation)
 
 pytestmark = pytest.mark.browser
 
