@@ -26,7 +26,8 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from components.serving import gate, limits, logs, visitors
-from components.tabs import about, compare, explorer, fidelity, generate, lesson, playground, race, sidebar, sweep
+from components.tabs import (about, compare, explorer, fidelity, generate, lesson, playground, race, repeats_sizing,
+                             sidebar, sweep)
 from components.wiring import classroom, screens, share
 from components.wiring.inputs import EXAMPLES
 from components.wiring.page import Page
@@ -77,7 +78,7 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                    walkthrough=page.tab_handles.lesson.walkthrough)
         screens.wire(demo, side.box)
         classroom.wire(page, class_button)
-        for view in (generate, explorer, compare, race, sweep, fidelity, lesson, playground, sidebar):
+        for view in (generate, explorer, compare, race, sweep, fidelity, lesson, playground, sidebar, repeats_sizing):
             view.wire_events(page)
     return demo
 

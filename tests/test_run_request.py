@@ -46,9 +46,10 @@ def component_names(page: Page) -> dict[int, str]:
     named = {"pair_key": s.pair, "prompt": page.prompt, "method": s.method, "methods": s.methods,
              **{name: getattr(s, name) for name in SETTINGS}, "coupled": tabs.compare.coupled,
              "axis": tabs.sweep.axis, "values": tabs.sweep.values, "num_runs": tabs.fidelity.num_runs,
-             "num_tokens": tabs.fidelity.num_tokens}
+             "num_tokens": tabs.fidelity.num_tokens, "baseline": tabs.compare.baseline}
     names = {id(component): name for name, component in named.items()}
     names[id(tabs.compare.repeats)] = names[id(tabs.sweep.repeats)] = "repeats"
+    names[id(tabs.compare.prompt_set)] = names[id(tabs.sweep.prompt_set)] = "prompt_set"
     return names
 
 

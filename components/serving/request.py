@@ -40,6 +40,8 @@ class RunRequest:
     values: object = None  # Sweep
     num_runs: object = None  # Fidelity's N
     num_tokens: object = None  # Fidelity's tokens compared
+    prompt_set: object = None  # Compare, Sweep: a prompt set's name (None: the prompt alone)
+    baseline: object = None  # Compare over a set: the rule the paired differences are taken against
 
     @classmethod
     def from_args(cls, inputs: "Inputs", *args, **kwargs) -> "RunRequest":
@@ -92,7 +94,8 @@ class Inputs:
 # tests/test_run_request.py checks it, and that the public API's endpoints keep them).
 GENERATE = Inputs(("pair_key", "prompt", "method", *SETTINGS))
 RACE = GENERATE  # the race takes Generate's inputs: one method against plain decoding
-COMPARE = Inputs(("pair_key", "prompt", "methods", *SETTINGS, "coupled", "repeats"), optional=1)
-SWEEP = Inputs(("pair_key", "prompt", "methods", "axis", "values", *SETTINGS, "repeats"), optional=1)
+COMPARE = Inputs(("pair_key", "prompt", "methods", *SETTINGS, "coupled", "repeats", "prompt_set", "baseline"),
+                 optional=3)
+SWEEP = Inputs(("pair_key", "prompt", "methods", "axis", "values", *SETTINGS, "repeats", "prompt_set"), optional=2)
 FIDELITY = Inputs(("pair_key", "prompt", "method", "num_drafts", "draft_length", "temperature", "num_runs",
                    "num_tokens"))
