@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from spectr_gbv.bench.view import command_line, sweep_rows
+from spectr_gbv.pairs import is_teaching
 from spectr_gbv.sweep import AXES, iter_set_sweep, iter_sweep
 
 from ..serving import gpu, visitors
@@ -71,10 +72,11 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
     then every (prompt, seed) pair."""
     run = SWEEP.request((pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens,
                          seed, repeats, prompt_set))
-    set_name = check_set_name(run.prompt_set)
-    texts = set_prompts(set_name, check_pair_key(run.pair_key), run.prompt)
-    pair, set_ids = prepare_set(run.pair_key, texts, progress)
-    prompt_ids, count = set_ids[0], len(set_ids)
+    set_name, key = check_set_name(run.prompt_set), check_pair_key(run.pair_key)
+    texts = set_prompts(set_name, key, run.prompt)
+    count, pair = len(texts), None
+    if set_name == SINGLE:  # the prompt box is checked first, as it always was; a set's prompts after its sizing
+        pair, set_ids = prepare_set(key, texts, progress)
     methods = check_methods(run.methods)
     base = settings(*run.settings_values())
     axis, swept = run.axis, parse_values(run.axis, run.values)
@@ -87,13 +89,16 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
             settings(value if axis == "K" else run.num_drafts, value if axis == "L" else run.draft_length,
                      run.temperature, run.max_new_tokens, run.seed)
     lengths = swept if axis == "L" else [base.draft_length] * len(swept)
-    interleave = not pair.info.teaching and repeats > 1  # AR around every method's runs (cost.sweep_interleaves_ar)
+    interleave = not is_teaching(key) and repeats > 1  # AR around every method's runs (cost.sweep_interleaves_ar)
     ar_runs = cost.sweep_ar_runs(axis, swept, len(methods), interleave)
     plan = [(ar_runs * count, 0)] + [(len(methods) * repeats * count, int(v)) for v in lengths]
-    check_set_fits(set_name, pair.info.key,
-                   lambda n: n * cost.sweep_seconds(pair.info.key, len(methods), axis, swept, base.num_drafts,
+    check_set_fits(set_name, key,
+                   lambda n: n * cost.sweep_seconds(key, len(methods), axis, swept, base.num_drafts,
                                                     base.draft_length, base.max_new_tokens, repeats),
                    lambda n: [(c * n // count, length) for c, length in plan], base.max_new_tokens)
+    if pair is None:
+        pair, set_ids = prepare_set(key, texts, progress)
+    prompt_ids = set_ids[0]
     check_runs_fit(pair, plan, base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds "
                    f"and {ar_runs} AR runs" + (f", over {count} prompts" if count > 1 else "")
                    + f", {base.max_new_tokens} tokens each")
