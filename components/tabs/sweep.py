@@ -22,7 +22,7 @@ from ..wiring.budget_stops import Ticker, budget_stop, what_fits
 from ..wiring.caps import MAX_SWEEP_VALUES
 from ..render.chart_layout import MIN_WIDTH
 from ..wiring.errors import translate_error, user_errors
-from ..wiring.inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare
+from ..wiring.inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
 from ..wiring.prompt_set_choice import SINGLE, check_set_fits, check_set_name, prepare_set, set_controls, set_prompts
 from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import run_events
@@ -76,7 +76,8 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
     texts = set_prompts(set_name, key, run.prompt)
     count, pair = len(texts), None
     if set_name == SINGLE:  # the prompt box is checked first, as it always was; a set's prompts after its sizing
-        pair, set_ids = prepare_set(key, texts, progress)
+        pair, prompt_ids = prepare(key, run.prompt, progress)
+        set_ids = [prompt_ids]
     methods = check_methods(run.methods)
     base = settings(*run.settings_values())
     axis, swept = run.axis, parse_values(run.axis, run.values)
@@ -89,7 +90,8 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
             settings(value if axis == "K" else run.num_drafts, value if axis == "L" else run.draft_length,
                      run.temperature, run.max_new_tokens, run.seed)
     lengths = swept if axis == "L" else [base.draft_length] * len(swept)
-    interleave = not is_teaching(key) and repeats > 1  # AR around every method's runs (cost.sweep_interleaves_ar)
+    teaching = pair.info.teaching if pair is not None else is_teaching(key)
+    interleave = not teaching and repeats > 1  # AR around every method's runs (cost.sweep_interleaves_ar)
     ar_runs = cost.sweep_ar_runs(axis, swept, len(methods), interleave)
     plan = [(ar_runs * count, 0)] + [(len(methods) * repeats * count, int(v)) for v in lengths]
     check_set_fits(set_name, key,
@@ -98,7 +100,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
                    lambda n: [(c * n // count, length) for c, length in plan], base.max_new_tokens)
     if pair is None:
         pair, set_ids = prepare_set(key, texts, progress)
-    prompt_ids = set_ids[0]
+        prompt_ids = set_ids[0]
     check_runs_fit(pair, plan, base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds "
                    f"and {ar_runs} AR runs" + (f", over {count} prompts" if count > 1 else "")
                    + f", {base.max_new_tokens} tokens each")
