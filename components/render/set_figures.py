@@ -83,7 +83,8 @@ def paired_difference_figure(rows: list[dict], baseline: str) -> go.Figure:
                         marker=dict(color=method_colour(row["method"]), size=11),
                         error_y=dict(type="data", symmetric=False, array=[high - mean if banded else 0],
                                      arrayminus=[mean - low if banded else 0]),
-                        hovertext=f"{mean:+.3f}" + (f" [{low:+.3f}, {high:+.3f}]" if banded else " (one prompt: no interval)"))
+                        hovertext=f"{mean:+.3f}" + (f" [{low:+.3f}, {high:+.3f}]" if banded
+                                                    else " (one prompt: no interval)"))
         drawn += [mean, *(_finite([low, high]))]
     fig.add_hline(y=0, line_color="#444444", line_width=1)
     low, high = fitted_range([0.0, *drawn])

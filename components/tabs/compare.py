@@ -121,7 +121,8 @@ def build(page) -> None:
         data = gr.JSON(label="Compare data")
     page.tab_handles.compare = CompareTab(button, coupled, repeats, outputs=dict(
         texts=texts, efficiency=efficiency, histogram=histogram, per_position=per_position, calls=calls,
-        speedup=speedup, theory=theory, data=data), downloads=(files, command), prompt_set=prompt_set, baseline=baseline)
+        speedup=speedup, theory=theory, data=data), downloads=(files, command), prompt_set=prompt_set,
+        baseline=baseline)
 
 
 def wire_events(page) -> None:

@@ -128,7 +128,8 @@ class SetCompareView:
         b, out = self.base, []
         if self.coupled:
             for row in rows:
-                line = {"view": "compare", "pair": self.pair.info.key, "prompt_set": self.set_name, "prompts": row["prompts"],
+                line = {"view": "compare", "pair": self.pair.info.key, "prompt_set": self.set_name,
+                        "prompts": row["prompts"],
                         "method": row["method"], "K": b.num_drafts, "L": b.draft_length, "T": b.temperature,
                         "max_new_tokens": b.max_new_tokens, "repeats": self.repeats, "coupled": True,
                         "expected_accepted": row["expected_accepted"], "block_efficiency": row["block_efficiency"],
@@ -141,7 +142,8 @@ class SetCompareView:
             return out
         for method, values in self.per_seed.items():
             summary = seed_summary(values)
-            out.append({"view": "compare", "pair": self.pair.info.key, "prompt_set": self.set_name, "prompts": len(self.prompts),
+            out.append({"view": "compare", "pair": self.pair.info.key, "prompt_set": self.set_name,
+                        "prompts": len(self.prompts),
                         "method": method, "K": b.num_drafts, "L": b.draft_length, "T": b.temperature,
                         "max_new_tokens": b.max_new_tokens, "coupled": False, "seeds": values,
                         "median_block_efficiency": summary["median"], "low": summary["low"], "high": summary["high"]})

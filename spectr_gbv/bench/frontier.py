@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Sequence
 
 
-from ..prompt_sets import PAPER_SUITE, TEACHING_PROMPTS, suite_prompts  # noqa: F401 - TEACHING_PROMPTS: kept importable here
+from ..prompt_sets import PAPER_SUITE, TEACHING_PROMPTS, suite_prompts  # noqa: F401 - TEACHING_PROMPTS: importable here
 from ..config import DecodeConfig
 from ..coupled import coupled_run
 from ..intervals import t_interval
