@@ -26,8 +26,8 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from components.serving import gate, limits, logs, visitors
-from components.tabs import (about, compare, explorer, fidelity, generate, grid_view, lesson, playground, race, sidebar,
-                             sweep)
+from components.tabs import (about, compare, explorer, fidelity, generate, grid_view, lesson, playground, race,
+                             repeats_sizing, sidebar, sweep)
 from components.wiring import classroom, screens, share
 from components.wiring.inputs import EXAMPLES
 from components.wiring.page import Page
@@ -77,7 +77,8 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                    walkthrough=page.tab_handles.lesson.walkthrough)
         screens.wire(demo, side.box)
         classroom.wire(page, side.class_button)
-        for view in (generate, explorer, compare, race, sweep, grid_view, fidelity, lesson, playground, sidebar):
+        for view in (generate, explorer, compare, race, sweep, grid_view, fidelity, lesson, playground, sidebar,
+                     repeats_sizing):
             view.wire_events(page)
     return demo
 

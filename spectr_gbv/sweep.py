@@ -77,3 +77,24 @@ def iter_sweep(target: LanguageModel, draft: LanguageModel, prompt_ids: Sequence
                        ar_tokens_per_second=around)
             before = around[-1]
             yield row
+
+
+def iter_set_sweep(target: LanguageModel, draft: LanguageModel, prompt_ids: Sequence[Sequence[int]],
+                   methods: Sequence[str], axis: str, values: Sequence[float], base: DecodeConfig,
+                   on_iteration: Callable | None = None, repeats: int = 1, interleave_ar: bool = False) -> Iterator[dict]:
+    """`iter_sweep` over several prompts: one row per (value, method) once every prompt has run at that value.
+
+    The row is the first prompt's row with the `repeat_*` lists, `seeds` and the AR timings of
+    every prompt joined (prompt after prompt), so a point's mean and band are over all its runs, a
+    (prompt, seed) pair each, and `prompts` says how many prompts there were."""
+    for value in values:
+        rows: dict[str, list[dict]] = {m: [] for m in methods}
+        for ids in prompt_ids:
+            for row in iter_sweep(target, draft, ids, methods, axis, [value], base, on_iteration, repeats, interleave_ar):
+                rows[row["method"]].append(row)
+        for method in methods:
+            first, joined = rows[method][0], {}
+            for key in ("seeds", "repeat_block_efficiency", "repeat_expected_accepted", "repeat_target_calls",
+                        "repeat_tokens_per_second", "ar_tokens_per_second"):
+                joined[key] = [v for row in rows[method] for v in row[key]]
+            yield first | joined | {"prompts": len(prompt_ids)}

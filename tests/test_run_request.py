@@ -50,6 +50,8 @@ def component_names(page: Page) -> dict[int, str]:
              "num_tokens": tabs.fidelity.num_tokens, **tabs.grid.inputs}
     names = {id(component): name for name, component in named.items()}
     names[id(tabs.compare.repeats)] = names[id(tabs.sweep.repeats)] = "repeats"
+    names[id(tabs.compare.prompt_set)] = names[id(tabs.sweep.prompt_set)] = "prompt_set"
+    names[id(tabs.compare.baseline)] = "baseline"  # Compare's and the Grid's own dropdowns fill one field
     return names
 
 

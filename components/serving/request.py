@@ -46,7 +46,8 @@ class RunRequest:
     grid_tokens: object = None  # Grid: new tokens per prompt
     cell_value: object = None  # Grid: what a cell shows (the best rule's E[tau], or a gain)
     rule: object = None  # Grid: the rule of a gain ("best": the best exact rule)
-    baseline: object = None  # Grid: the rule a gain is over
+    baseline: object = None  # Grid: the rule a gain is over; Compare over a set: the rule the paired differences are against
+    prompt_set: object = None  # Compare, Sweep: a prompt set's name (None: the prompt alone)
 
     @classmethod
     def from_args(cls, inputs: "Inputs", *args, **kwargs) -> "RunRequest":
@@ -99,8 +100,9 @@ class Inputs:
 # tests/test_run_request.py checks it, and that the public API's endpoints keep them).
 GENERATE = Inputs(("pair_key", "prompt", "method", *SETTINGS))
 RACE = GENERATE  # the race takes Generate's inputs: one method against plain decoding
-COMPARE = Inputs(("pair_key", "prompt", "methods", *SETTINGS, "coupled", "repeats"), optional=1)
-SWEEP = Inputs(("pair_key", "prompt", "methods", "axis", "values", *SETTINGS, "repeats"), optional=1)
+COMPARE = Inputs(("pair_key", "prompt", "methods", *SETTINGS, "coupled", "repeats", "prompt_set", "baseline"),
+                 optional=3)
+SWEEP = Inputs(("pair_key", "prompt", "methods", "axis", "values", *SETTINGS, "repeats", "prompt_set"), optional=2)
 FIDELITY = Inputs(("pair_key", "prompt", "method", "num_drafts", "draft_length", "temperature", "num_runs",
                    "num_tokens"))
 GRID = Inputs(("pair_key", "methods", "grid_drafts", "grid_lengths", "temperature", "num_prompts", "grid_tokens",

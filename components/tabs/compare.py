@@ -15,6 +15,8 @@ from ..serving import gpu, visitors
 from ..serving.request import COMPARE
 from ..wiring.budget_stops import Ticker
 from .compare_run import CompareView
+from .compare_set import compare_over_set
+from ..wiring.prompt_set_choice import SINGLE, check_set_name, set_controls
 from ..wiring.errors import translate_error, user_errors
 from ..wiring import cost, private
 from ..wiring.downloads import download_components, wire_downloads
@@ -35,7 +37,7 @@ def run_order(methods: list[str]) -> list[str]:
 @gpu.on_gpu(gpu.compare_cost)
 @user_errors
 def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed, coupled,
-            repeats=1, progress=gr.Progress()):
+            repeats=1, prompt_set=None, baseline=None, progress=gr.Progress()):
     """Every selected method on the same prompt and settings; AR timed in the same request.
 
     Runs, in this order: AR, the default method, the coupled runs (every method on the same
@@ -45,9 +47,16 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     the coupled run) with seeds seed, seed + 1, ...: the charts show their mean and 95 % band,
     the speedup their median and range. When the budget stops the request, what finished
     stays, and the header says what was stopped (before any method finished: the tokens of the
-    run in progress, and what would fit)."""
+    run in progress, and what would fit).
+
+    `prompt_set` names a set of prompts to run over instead of the prompt alone
+    (components.wiring.prompt_set_choice; coupled: means and paired intervals against `baseline`,
+    components.tabs.compare_set)."""
     run = COMPARE.request((pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed,
-                           coupled, repeats))
+                           coupled, repeats, prompt_set, baseline))
+    if check_set_name(run.prompt_set) != SINGLE:
+        yield from compare_over_set(run, progress, run_order)
+        return
     pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
     methods, coupled = run_order(check_methods(run.methods)), check_flag("coupled", run.coupled)
     base = settings(*run.settings_values())
@@ -81,6 +90,8 @@ class CompareTab:
     repeats: gr.Number
     outputs: dict[str, gr.components.Component]  # by the names compare's Compared outputs carry
     downloads: tuple = ()  # (files, command), made from the data after each run (components.wiring.downloads)
+    prompt_set: gr.Dropdown | None = None  # components.wiring.prompt_set_choice
+    baseline: gr.Dropdown | None = None
 
 
 def build(page) -> None:
@@ -93,6 +104,7 @@ def build(page) -> None:
                                 info="seed, seed + 1, ...: charts show their mean and 95 % band, speedups their median",
                                 elem_id="compare-repeats")
             button = gr.Button("Compare", variant="primary", elem_id="compare-button")
+        prompt_set, baseline = set_controls("compare")
         texts = gr.HTML(elem_id="compare-outputs")
         chart = dict(show_label=False, min_width=MIN_WIDTH)  # the chart's own title names it; the label is for readers
         with gr.Row(elem_classes=["chart-row"]):
@@ -109,7 +121,8 @@ def build(page) -> None:
         data = gr.JSON(label="Compare data")
     page.tab_handles.compare = CompareTab(button, coupled, repeats, outputs=dict(
         texts=texts, efficiency=efficiency, histogram=histogram, per_position=per_position, calls=calls,
-        speedup=speedup, theory=theory, data=data), downloads=(files, command))
+        speedup=speedup, theory=theory, data=data), downloads=(files, command), prompt_set=prompt_set,
+        baseline=baseline)
 
 
 def wire_events(page) -> None:
@@ -118,7 +131,8 @@ def wire_events(page) -> None:
     private.on(s.pair.change, repeats_for_pair, [s.pair, s.methods], tab.repeats, queue=False, show_progress="hidden")
     charts = ("efficiency", "histogram", "per_position", "calls", "speedup", "theory", "data")
     run = run_events(tab.button.click, tab.button, compare,
-                     [s.pair, page.prompt, s.methods, *page.settings_inputs, tab.coupled, tab.repeats],
+                     [s.pair, page.prompt, s.methods, *page.settings_inputs, tab.coupled, tab.repeats, tab.prompt_set,
+                      tab.baseline],
                      tab.outputs, message="texts", clear=charts, api_name="compare", concurrency_id="models",
                      preprocess=False)
     wire_downloads(run, tab.outputs["data"], *tab.downloads)

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import gradio as gr
 
 from spectr_gbv.bench.view import command_line, sweep_rows
-from spectr_gbv.sweep import AXES, iter_sweep
+from spectr_gbv.pairs import is_teaching
+from spectr_gbv.sweep import AXES, iter_set_sweep, iter_sweep
 
 from ..serving import gpu, visitors
 from ..serving import limits
@@ -22,6 +23,7 @@ from ..wiring.caps import MAX_SWEEP_VALUES
 from ..render.chart_layout import MIN_WIDTH
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
+from ..wiring.prompt_set_choice import SINGLE, check_set_fits, check_set_name, prepare_set, set_controls, set_prompts
 from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import run_events
 from ..wiring.runs import MAX_REPEATS, header_line, method_name, sweep_point
@@ -56,17 +58,26 @@ def parse_values(axis: str, text) -> list[float]:
 @gpu.on_gpu(gpu.sweep_cost)
 @user_errors
 def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed,
-              repeats=1, progress=gr.Progress()):
+              repeats=1, prompt_set=None, progress=gr.Progress()):
     """Every method at every swept value, `repeats` seeds per point; streamed point by point, and
     when the budget stops it, the points that finished stay, with the header saying so (before the
     first point finished: how far the run in progress got, and what would fit).
 
     With Repeats > 1 on a model pair, AR is timed just before and after every method's runs at
     every point, as in Compare, and a point's speedup is the median of its runs against them, with
-    their range (`runs.sweep_point`); with one run per point the chart leaves the speedups out."""
+    their range (`runs.sweep_point`); with one run per point the chart leaves the speedups out.
+
+    `prompt_set` names a set of prompts to run every point over instead of the prompt alone
+    (components.wiring.prompt_set_choice; `spectr_gbv.sweep.iter_set_sweep`): a point's runs are
+    then every (prompt, seed) pair."""
     run = SWEEP.request((pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens,
-                         seed, repeats))
-    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
+                         seed, repeats, prompt_set))
+    set_name, key = check_set_name(run.prompt_set), check_pair_key(run.pair_key)
+    texts = set_prompts(set_name, key, run.prompt)
+    count, pair = len(texts), None
+    if set_name == SINGLE:  # the prompt box is checked first, as it always was; a set's prompts after its sizing
+        pair, prompt_ids = prepare(key, run.prompt, progress)
+        set_ids = [prompt_ids]
     methods = check_methods(run.methods)
     base = settings(*run.settings_values())
     axis, swept = run.axis, parse_values(run.axis, run.values)
@@ -79,27 +90,41 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
             settings(value if axis == "K" else run.num_drafts, value if axis == "L" else run.draft_length,
                      run.temperature, run.max_new_tokens, run.seed)
     lengths = swept if axis == "L" else [base.draft_length] * len(swept)
-    interleave = not pair.info.teaching and repeats > 1  # AR around every method's runs (cost.sweep_interleaves_ar)
+    teaching = pair.info.teaching if pair is not None else is_teaching(key)
+    interleave = not teaching and repeats > 1  # AR around every method's runs (cost.sweep_interleaves_ar)
     ar_runs = cost.sweep_ar_runs(axis, swept, len(methods), interleave)
-    plan = [(ar_runs, 0)] + [(len(methods) * repeats, int(v)) for v in lengths]
+    plan = [(ar_runs * count, 0)] + [(len(methods) * repeats * count, int(v)) for v in lengths]
+    check_set_fits(set_name, key,
+                   lambda n: n * cost.sweep_seconds(key, len(methods), axis, swept, base.num_drafts,
+                                                    base.draft_length, base.max_new_tokens, repeats),
+                   lambda n: [(c * n // count, length) for c, length in plan], base.max_new_tokens)
+    if pair is None:
+        pair, set_ids = prepare_set(key, texts, progress)
+        prompt_ids = set_ids[0]
     check_runs_fit(pair, plan, base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds "
-                   f"and {ar_runs} AR runs, {base.max_new_tokens} tokens each")
+                   f"and {ar_runs} AR runs" + (f", over {count} prompts" if count > 1 else "")
+                   + f", {base.max_new_tokens} tokens each")
     extra = [f"{repeats} seeds ({base.seed} to {base.seed + repeats - 1})" if repeats > 1 else "",
-             f"{base.max_new_tokens} tokens"]
+             f"prompt set {set_name} ({count} prompts)" if set_name != SINGLE else "", f"{base.max_new_tokens} tokens"]
     heading = functools.partial(header_line, pair.info.key, methods, base.num_drafts, base.draft_length, base.temperature,
                                 base.seed, [e for e in extra if e], swept=axis)
     command = command_line("sweep", pair.info.key, run.prompt, methods=methods, num_drafts=base.num_drafts,
                            draft_length=base.draft_length, temperature=base.temperature,
                            max_new_tokens=base.max_new_tokens, seeds=range(base.seed, base.seed + repeats), axis=axis,
-                           values=swept)
-    table = functools.partial(sweep_rows, pair.info.key, run.prompt, num_drafts=base.num_drafts,
+                           values=swept) if set_name == SINGLE else (
+        f"# a sweep over the prompt set {set_name}: the command line sweeps one prompt")
+    shown_prompt = run.prompt if set_name == SINGLE else f"[prompt set {set_name}, {count} prompts]"
+    table = functools.partial(sweep_rows, pair.info.key, shown_prompt, num_drafts=base.num_drafts,
                               draft_length=base.draft_length, temperature=base.temperature,
                               max_new_tokens=base.max_new_tokens, timed=not pair.info.teaching)
     points, total, stop, partial, tick = [], len(methods) * len(swept), None, None, Ticker()
     progress(0, desc=f"{axis} = {swept[0]:g}")
     try:
-        for row in iter_sweep(pair.target, pair.draft, prompt_ids, methods, axis, swept, base.config(methods[0]),
-                              on_iteration=tick, repeats=repeats, interleave_ar=interleave):
+        rows = (iter_sweep(pair.target, pair.draft, prompt_ids, methods, axis, swept, base.config(methods[0]),
+                           on_iteration=tick, repeats=repeats, interleave_ar=interleave) if set_name == SINGLE else
+                iter_set_sweep(pair.target, pair.draft, set_ids, methods, axis, swept, base.config(methods[0]),
+                               on_iteration=tick, repeats=repeats, interleave_ar=interleave))
+        for row in rows:
             points.append(sweep_point(row))
             progress(len(points) / total, desc=f"{len(points)} / {total} points")
             if len(points) < total:
@@ -147,6 +172,7 @@ class SweepTab:
     button: gr.Button
     outputs: dict[str, gr.components.Component]  # by the names run_sweep's Swept outputs carry
     downloads: tuple = ()  # (files, command), made from the data after each run (components.wiring.downloads)
+    prompt_set: gr.Dropdown | None = None  # components.wiring.prompt_set_choice
 
 
 def build(page) -> None:
@@ -158,6 +184,7 @@ def build(page) -> None:
             repeats = gr.Number(value=1, precision=0, minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
                                 info="seeds per point: mean and 95 % band", elem_id="sweep-repeats")
             button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
+        prompt_set, _ = set_controls("sweep", baseline=False)
         header = gr.Markdown(elem_id="sweep-header")
         with gr.Row(elem_classes=["chart-row"]):
             chart = dict(show_label=False, min_width=MIN_WIDTH)  # the chart's own title names it
@@ -168,7 +195,7 @@ def build(page) -> None:
         data = gr.JSON(label="Sweep data")
     page.tab_handles.sweep = SweepTab(axis, values, repeats, button,
                                       outputs=dict(header=header, efficiency=efficiency, speed=speed, data=data),
-                                      downloads=(files, command))
+                                      downloads=(files, command), prompt_set=prompt_set)
 
 
 def wire_events(page) -> None:
@@ -177,7 +204,8 @@ def wire_events(page) -> None:
         private.on(control.change, values_for_axis, [s.pair, tab.axis, s.methods], tab.values, queue=False,
                    show_progress="hidden")
     run = run_events(tab.button.click, tab.button, run_sweep,
-                     [s.pair, page.prompt, s.methods, tab.axis, tab.values, *page.settings_inputs, tab.repeats],
+                     [s.pair, page.prompt, s.methods, tab.axis, tab.values, *page.settings_inputs, tab.repeats,
+                      tab.prompt_set],
                      tab.outputs, message="header", clear=("efficiency", "speed", "data"), api_name="sweep",
                      concurrency_id="models", preprocess=False)
     wire_downloads(run, tab.outputs["data"], *tab.downloads)

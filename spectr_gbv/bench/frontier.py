@@ -31,30 +31,22 @@ from pathlib import Path
 from typing import Sequence
 
 
-from ..prompt_sets import PAPER_SUITE
+from ..prompt_sets import PAPER_SUITE, TEACHING_PROMPTS, suite_prompts  # noqa: F401 - TEACHING_PROMPTS: importable here
 from ..config import DecodeConfig
 from ..coupled import CoupledRun, coupled_steps
 from ..intervals import t_interval
 from ..methods import METHODS
-from ..pairs import DEFAULT_KEY, TOY_KEY, TWO_TOKEN_KEY, get_pair, is_teaching, pair_key_of
+from ..pairs import DEFAULT_KEY, get_pair
 
 SUITE = PAPER_SUITE
 DEFAULT_METHODS = ["sd", "gbv", "spectr", "spectr_gbv", "as_bv", "as_bv_handoff", "traversal", "spectr_gbv_released"]
 REFERENCES = ("spectr", "spectr_gbv")
 METRICS = ("expected_accepted", "block_efficiency")
-TEACHING_PROMPTS = {TOY_KEY: ["the", "the cat", "the dog ran", "on the mat", "the cat sat on"],
-                    TWO_TOKEN_KEY: ["A", "B", "A B", "B B A", "A A B"]}
 
 
 def prompt_texts(pair_key: str, count: int) -> list[str]:
     """`count` prompts: the paper suite's families in turn (a model pair) or the teaching prompts, cycled."""
-    pair_key = pair_key_of(pair_key)
-    if not is_teaching(pair_key):
-        families = json.loads(SUITE.read_text())["families"].values()
-        pool = [p for group in itertools.zip_longest(*families) for p in group if p is not None]
-    else:
-        pool = TEACHING_PROMPTS[pair_key]
-    return [pool[i % len(pool)] for i in range(count)]
+    return suite_prompts(pair_key, count)
 
 
 def paired_interval(values: Sequence[float], reference: Sequence[float]) -> tuple[float, float, float]:
@@ -66,9 +58,40 @@ def leader_of(methods: Sequence[str]) -> str:
     return "spectr_gbv" if "spectr_gbv" in methods else next(m for m in methods if METHODS[m].exact)
 
 
+def prompt_means(run, methods: Sequence[str]) -> dict[str, dict[str, float]]:
+    """One coupled run's per-rule means over its iterations: E[tau | drafts] (NaN without a theory line)
+    and block efficiency; a prompt's values in `rule_rows`."""
+    means = {}
+    for m in methods:
+        summary = run.summary(m)
+        expected = summary["mean_expected_accepted"]
+        means[m] = {"expected_accepted": float("nan") if expected is None else expected,
+                    "block_efficiency": summary["block_efficiency"]}
+    return means
+
+
+def rule_rows(per_prompt: dict[str, dict[str, list[float]]], methods: Sequence[str], K: int, L: int, T: float,
+         references: Sequence[str] = REFERENCES) -> list[dict]:
+    """One row per rule: its means over prompts and, against each listed reference, the paired
+    differences' mean and 95 % t-interval (`paired_interval`; a prompt is the unit)."""
+    out = []
+    for m in methods:
+        count = len(per_prompt[m]["block_efficiency"])
+        row = {"K": K, "L": L, "T": T, "prompts": count, "method": m, "label": METHODS[m].label,
+               "exact": METHODS[m].exact, "per_prompt": per_prompt[m]}
+        for metric in METRICS:
+            values = per_prompt[m][metric]
+            row[metric] = sum(values) / len(values)
+            for ref in references:
+                if ref in per_prompt:
+                    row.setdefault(f"vs_{ref}", {})[metric] = paired_interval(values, per_prompt[ref][metric])
+        out.append(row)
+    return out
+
+
 def measure(pair, prompt_ids: list[list[int]], methods: Sequence[str], K: int, L: int, T: float, max_new_tokens: int,
-            log=lambda line: None, on_step=lambda step: None) -> list[dict]:
-    """One configuration: per-prompt coupled runs, then one row per rule (module docstring).
+            log=lambda line: None, references: Sequence[str] = REFERENCES, on_step=lambda step: None) -> list[dict]:
+    """One configuration: per-prompt coupled runs (prompt i with seed i), then one row per rule (`rule_rows`).
 
     `on_step` sees every coupled step as it finishes (the app's Grid ticks its budget and its Stop there)."""
     per_prompt: dict[str, dict[str, list[float]]] = {m: {k: [] for k in METRICS} for m in methods}
@@ -79,24 +102,11 @@ def measure(pair, prompt_ids: list[list[int]], methods: Sequence[str], K: int, L
         for step in coupled_steps(pair.target, pair.draft, ids, methods, config):
             run.steps.append(step)
             on_step(step)
-        for m in methods:
-            summary = run.summary(m)
-            expected = summary["mean_expected_accepted"]
-            per_prompt[m]["expected_accepted"].append(float("nan") if expected is None else expected)
-            per_prompt[m]["block_efficiency"].append(summary["block_efficiency"])
+        for m, means in prompt_means(run, methods).items():
+            for metric in METRICS:
+                per_prompt[m][metric].append(means[metric])
     log(f"K = {K}, L = {L}, T = {T}: {len(prompt_ids)} prompts")
-    rows = []
-    for m in methods:
-        row = {"K": K, "L": L, "T": T, "prompts": len(prompt_ids), "method": m, "label": METHODS[m].label,
-               "exact": METHODS[m].exact, "per_prompt": per_prompt[m]}
-        for metric in METRICS:
-            values = per_prompt[m][metric]
-            row[metric] = sum(values) / len(values)
-            for ref in REFERENCES:
-                if ref in per_prompt:
-                    row.setdefault(f"vs_{ref}", {})[metric] = paired_interval(values, per_prompt[ref][metric])
-        rows.append(row)
-    return rows
+    return rule_rows(per_prompt, methods, K, L, T, references)
 
 
 def _cell(interval) -> str:
