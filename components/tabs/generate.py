@@ -17,7 +17,7 @@ from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
 from ..serving.request import GENERATE
 from . import explorer
-from ..wiring import private
+from ..wiring import pre_start, private
 from ..wiring.budget_stops import budget_stop
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.explorer_js import OUTPUT_JS
@@ -26,7 +26,7 @@ from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import back_to_idle, run_events
 from ..wiring.run_state import RunState
 from ..wiring.runs import STOPS, Stop, header_line, ignored_settings, method_name
-from ..wiring.settings import check_method, number, settings
+from ..wiring.settings import check_method, check_pair_key, number, settings
 from ..render.text import UNTIMED_NOTE, metrics_line, provenance_html
 from ..render.words import how_to_read
 
@@ -72,9 +72,11 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
     run = GENERATE.request((pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed))
     session = getattr(request, "session_hash", None)
     STOPS.take(session)  # a Stop pressed before this run does not end it
-    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
     method = check_method(run.method)
     base = settings(*run.settings_values())
+    pre_start.check(pre_start.Plan("generate", check_pair_key(run.pair_key), (method,), base.num_drafts,
+                                   base.draft_length, base.max_new_tokens))  # before any model call
+    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
     config = base.config(method)
     heading = {"pair_key": pair.info.key, "methods": [method], "num_drafts": base.num_drafts,
                "draft_length": base.draft_length, "temperature": base.temperature, "seed": base.seed}

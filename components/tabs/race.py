@@ -24,14 +24,14 @@ from spectr_gbv.records import IterationRecord
 from ..serving.request import RACE
 from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
-from ..wiring import private
+from ..wiring import pre_start, private
 from ..wiring.budget_stops import budget_stop
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.inputs import DEFAULT_METHOD, check_runs_fit, compare_choices, prepare
 from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import back_to_idle, run_events
 from ..wiring.runs import STOPS, Stop, header_line, method_name
-from ..wiring.settings import check_method, settings
+from ..wiring.settings import check_method, check_pair_key, settings
 from ..render.race import LaneView, race_html
 from . import generate
 
@@ -178,11 +178,13 @@ def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature,
     """Race plain decoding against `method`: a frame after every turn of either side; Stop ends both."""
     session = getattr(request, "session_hash", None)
     STOPS.take(session)  # a Stop pressed before this run does not end it
-    pair, prompt_ids = prepare(pair_key, prompt, progress)
     if method == AUTOREGRESSIVE:
         raise ValueError("plain decoding (ar) is the race's other side already: choose a speculative method")
     method = check_method(method, allow_ar=False)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
+    pre_start.check(pre_start.Plan("race", check_pair_key(pair_key), (method,), base.num_drafts, base.draft_length,
+                                   base.max_new_tokens))  # before any model call
+    pair, prompt_ids = prepare(pair_key, prompt, progress)
     check_runs_fit(pair, [(1, 0), (1, base.draft_length)], base.max_new_tokens,
                    f"a race of plain decoding and {method_name(method)}, {base.max_new_tokens} tokens each")
     race = Race(pair.target, pair.draft, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False),

@@ -14,7 +14,7 @@ from ..serving import gpu, visitors
 from ..serving import limits
 from ..serving.limits import BudgetSpent
 from ..serving.request import SWEEP
-from ..wiring import caps, cost, private
+from ..wiring import caps, cost, fix_buttons, pre_start, private, stop_button
 from ..wiring.downloads import download_components, wire_downloads
 from ..render.band_figures import sweep_band_figures
 from ..wiring.budget_stops import Ticker, budget_stop, what_fits
@@ -24,7 +24,7 @@ from ..wiring.errors import translate_error, user_errors
 from ..wiring.inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
 from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import run_events
-from ..wiring.runs import MAX_REPEATS, header_line, method_name, sweep_point
+from ..wiring.runs import MAX_REPEATS, STOPS, header_line, method_name, sweep_point
 from ..wiring.settings import (MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_choice, check_methods, check_pair_key,
                        number, settings, shown)
 from ..render.words import how_to_read
@@ -56,17 +56,21 @@ def parse_values(axis: str, text) -> list[float]:
 @gpu.on_gpu(gpu.sweep_cost)
 @user_errors
 def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed,
-              repeats=1, progress=gr.Progress()):
+              repeats=1, progress=gr.Progress(), request: gr.Request = None):
     """Every method at every swept value, `repeats` seeds per point; streamed point by point, and
     when the budget stops it, the points that finished stay, with the header saying so (before the
     first point finished: how far the run in progress got, and what would fit).
 
     With Repeats > 1 on a model pair, AR is timed just before and after every method's runs at
     every point, as in Compare, and a point's speedup is the median of its runs against them, with
-    their range (`runs.sweep_point`); with one run per point the chart leaves the speedups out."""
+    their range (`runs.sweep_point`); with one run per point the chart leaves the speedups out.
+
+    Stop ends it at its next step, as the budget does. Settings whose estimate does not fit the
+    budget are refused before any model call (components.wiring.pre_start)."""
     run = SWEEP.request((pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens,
                          seed, repeats))
-    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
+    session = getattr(request, "session_hash", None)
+    STOPS.take(session)  # a Stop pressed before this run does not end it
     methods = check_methods(run.methods)
     base = settings(*run.settings_values())
     axis, swept = run.axis, parse_values(run.axis, run.values)
@@ -78,6 +82,10 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
         if axis in ("K", "L"):
             settings(value if axis == "K" else run.num_drafts, value if axis == "L" else run.draft_length,
                      run.temperature, run.max_new_tokens, run.seed)
+    pre_start.check(pre_start.Plan("sweep", check_pair_key(run.pair_key), tuple(methods), base.num_drafts,
+                                   base.draft_length, base.max_new_tokens, repeats=repeats, axis=axis,
+                                   values=tuple(swept)))
+    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
     lengths = swept if axis == "L" else [base.draft_length] * len(swept)
     interleave = not pair.info.teaching and repeats > 1  # AR around every method's runs (cost.sweep_interleaves_ar)
     ar_runs = cost.sweep_ar_runs(axis, swept, len(methods), interleave)
@@ -95,7 +103,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
     table = functools.partial(sweep_rows, pair.info.key, run.prompt, num_drafts=base.num_drafts,
                               draft_length=base.draft_length, temperature=base.temperature,
                               max_new_tokens=base.max_new_tokens, timed=not pair.info.teaching)
-    points, total, stop, partial, tick = [], len(methods) * len(swept), None, None, Ticker()
+    points, total, stop, partial, tick = [], len(methods) * len(swept), None, None, Ticker(session=session)
     progress(0, desc=f"{axis} = {swept[0]:g}")
     try:
         for row in iter_sweep(pair.target, pair.draft, prompt_ids, methods, axis, swept, base.config(methods[0]),
@@ -147,6 +155,8 @@ class SweepTab:
     button: gr.Button
     outputs: dict[str, gr.components.Component]  # by the names run_sweep's Swept outputs carry
     downloads: tuple = ()  # (files, command), made from the data after each run (components.wiring.downloads)
+    stop: gr.Button | None = None  # ends the run at its next step (components.wiring.stop_button)
+    fixes: fix_buttons.FixRow | None = None  # the pre-start check's note and one-click fixes
 
 
 def build(page) -> None:
@@ -158,6 +168,8 @@ def build(page) -> None:
             repeats = gr.Number(value=1, precision=0, minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
                                 info="seeds per point: mean and 95 % band", elem_id="sweep-repeats")
             button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
+            stop = stop_button.build("sweep")
+        fixes = fix_buttons.build("sweep")
         header = gr.Markdown(elem_id="sweep-header")
         with gr.Row(elem_classes=["chart-row"]):
             chart = dict(show_label=False, min_width=MIN_WIDTH)  # the chart's own title names it
@@ -168,7 +180,7 @@ def build(page) -> None:
         data = gr.JSON(label="Sweep data")
     page.tab_handles.sweep = SweepTab(axis, values, repeats, button,
                                       outputs=dict(header=header, efficiency=efficiency, speed=speed, data=data),
-                                      downloads=(files, command))
+                                      downloads=(files, command), stop=stop, fixes=fixes)
 
 
 def wire_events(page) -> None:
@@ -181,3 +193,9 @@ def wire_events(page) -> None:
                      tab.outputs, message="header", clear=("efficiency", "speed", "data"), api_name="sweep",
                      concurrency_id="models", preprocess=False)
     wire_downloads(run, tab.outputs["data"], *tab.downloads)
+    stop_button.wire(tab.stop, tab.button, run)
+    fix_buttons.wire(tab.fixes, dict(pair_key=s.pair, methods=s.methods, num_drafts=s.num_drafts,
+                                     draft_length=s.draft_length, max_new_tokens=s.max_new_tokens, repeats=tab.repeats,
+                                     axis=tab.axis, values=tab.values),
+                     dict(max_new_tokens=s.max_new_tokens, repeats=tab.repeats, values=tab.values,
+                          draft_length=s.draft_length, num_drafts=s.num_drafts), tab.button, parse_values)
