@@ -17,7 +17,7 @@ from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
 from ..serving.request import GENERATE
 from . import explorer
-from ..wiring import pre_start, private
+from ..wiring import fix_buttons, pre_start, private
 from ..wiring.budget_stops import budget_stop
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.explorer_js import OUTPUT_JS
@@ -153,6 +153,7 @@ class GenerateTab:
     data: gr.JSON
     examples: gr.Dataset
     plan: gr.Markdown  # what the button will run
+    fixes: fix_buttons.FixRow | None = None  # the pre-start check's note and one-click fixes
 
 
 def build(page) -> None:
@@ -163,6 +164,7 @@ def build(page) -> None:
             stop_button = gr.Button("Stop", variant="secondary", elem_id="stop-button", scale=1)
         plan = gr.Markdown(plan_line(DEFAULT_METHOD, DEFAULT_K, DEFAULT_L, DEFAULT_T, DEFAULT_TOKENS),
                            elem_id="generate-plan")
+        fixes = fix_buttons.build("generate")
         output = gr.HTML("<i>The output appears here, token by token. Click a token to open its iteration "
                          "in the explorer.</i>", elem_id="generate-output", js_on_load=OUTPUT_JS)
         line = gr.Markdown(elem_id="generate-metrics")
@@ -174,7 +176,7 @@ def build(page) -> None:
         # preprocessed by Gradio, which answers junk with a traceback (components.wiring.private).
         examples = gr.Dataset(components=[page.sidebar.pair, page.prompt], samples=EXAMPLES,
                               label="Examples (run with the sidebar's settings)")
-    page.tab_handles.generate = GenerateTab(button, stop_button, output, line, data, examples, plan)
+    page.tab_handles.generate = GenerateTab(button, stop_button, output, line, data, examples, plan, fixes)
 
 
 def wire_events(page) -> None:
@@ -198,6 +200,10 @@ def wire_events(page) -> None:
                          show_progress="hidden")
     from_example = run_events(example.then, tab.button, generate_stream, inputs, outputs, **failed,
                               concurrency_id="models", preprocess=False, api_visibility="private")
+    sidebar = dict(pair_key=s.pair, method=s.method, num_drafts=s.num_drafts, draft_length=s.draft_length,
+                   max_new_tokens=s.max_new_tokens)
+    fix_buttons.wire(tab.fixes, sidebar, {name: sidebar[name] for name in fix_buttons.FIXABLE["generate"]},
+                     tab.button)
     # Stop ends this session's streaming run only (the session stays usable), and the explorer
     # shows the iterations decoded so far. Here the run sees the request at its next iteration
     # and ends itself; a run in a ZeroGPU worker cannot, so there the event is cancelled and
