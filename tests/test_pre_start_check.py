@@ -173,3 +173,11 @@ def spent() -> BudgetSpent:
 def test_a_budget_stop_advises_what_the_view_can_change(view, says, never):
     text = budget_stop(view, 1, 4, "runs", spent()).reason
     assert says in text and never not in text and not ENVIRONMENT_VARIABLE.search(text)
+
+
+def test_the_up_front_iteration_refusal_advises_what_compare_can_change(limits):
+    limits(iterations=100)  # AR 42 and two methods and the coupled run at L = 1: at least 105 iterations
+    with pytest.raises(gr.Error, match="needs at least 105 decoding iterations") as refused:
+        last(compare.compare("toy", "the cat", ["sd", "gbv"], 2, 1, 0.7, 42, 0, True))
+    assert refused.value.message.endswith("fewer tokens, methods or repeats, or a longer L")
+    assert "values" not in refused.value.message

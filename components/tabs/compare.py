@@ -60,7 +60,8 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     timed = not pair.info.teaching  # the teaching pairs are lookup tables: their timings mean nothing
     seeds = [base.seed + r for r in range(repeats)]
     view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed, prompt=run.prompt)
-    check_runs_fit(pair, view.plan(), base.max_new_tokens, f"{view.planned()} runs of {base.max_new_tokens} tokens")
+    check_runs_fit(pair, view.plan(), base.max_new_tokens, f"{view.planned()} runs of {base.max_new_tokens} tokens",
+                   advice="fewer tokens, methods or repeats, or a longer L")
     tick = Ticker(session=session)
     estimate = cost.about(cost.compare_seconds(pair.info.key, len(methods), base.num_drafts, base.draft_length,
                                                base.max_new_tokens, repeats, coupled))

@@ -91,7 +91,8 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
     ar_runs = cost.sweep_ar_runs(axis, swept, len(methods), interleave)
     plan = [(ar_runs, 0)] + [(len(methods) * repeats, int(v)) for v in lengths]
     check_runs_fit(pair, plan, base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds "
-                   f"and {ar_runs} AR runs, {base.max_new_tokens} tokens each")
+                   f"and {ar_runs} AR runs, {base.max_new_tokens} tokens each",
+                   advice="fewer tokens, methods, values or repeats, or a longer L")
     extra = [f"{repeats} seeds ({base.seed} to {base.seed + repeats - 1})" if repeats > 1 else "",
              f"{base.max_new_tokens} tokens"]
     heading = functools.partial(header_line, pair.info.key, methods, base.num_drafts, base.draft_length, base.temperature,
