@@ -50,6 +50,17 @@ def limits(monkeypatch):
     return apply
 
 
+@pytest.fixture
+def free_estimates(monkeypatch):
+    """Every pair's estimated seconds zero, its acceptance kept (components.wiring.cost): a server far slower
+    than the estimates, where a run passes the pre-start check and its budget still stops it mid-run."""
+    from components.wiring import cost
+
+    for key, costs in list(cost.PAIR_COSTS.items()):
+        monkeypatch.setitem(cost.PAIR_COSTS, key, dataclasses.replace(
+            costs, step_s=0.0, iteration_s=0.0, position_s=0.0, draft_step_s=0.0, prefill_s=0.0))
+
+
 def f64(values) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.float64)
 

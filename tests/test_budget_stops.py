@@ -1,6 +1,7 @@
 """A budget that stops a request before its first unit of work finishes still answers with a result (issue 25).
 
-The server's limits are swapped for a test (the `limits` fixture): SPECTR_GBV_MAX_SECONDS = 0
+The server's limits are swapped for a test (the `limits` fixture), and the estimates made free
+(`free_estimates`, so the runs pass the pre-start check): SPECTR_GBV_MAX_SECONDS = 0
 stops a request at its first check, after its first decoding step, and a budget of a second or
 two stops a Compare or a Sweep inside its first run when the pair's models sleep SLOW_S a call
 (the Toy world's tables as the default pair, tests/test_fair_and_bounded.py). Generate then
@@ -28,8 +29,9 @@ SLOW_S = 0.05  # a model call of the stand-in pair: AR's 30 tokens take 1.5 s
 
 
 @pytest.fixture
-def slow_default(monkeypatch):
-    """The default pair replaced by the Toy world's tables behind models that sleep SLOW_S a call."""
+def slow_default(monkeypatch, free_estimates):
+    """The default pair replaced by the Toy world's tables behind models that sleep SLOW_S a call (which the
+    estimates do not know: the runs pass the pre-start check)."""
     stand_in = stand_in_pair("sleep", SLOW_S, [])
     monkeypatch.setattr(inputs, "get_pair", lambda key, **kwargs: stand_in)
     return stand_in
@@ -40,7 +42,7 @@ def stop_lines(caplog) -> list[str]:
             if r.name == "spectr_gbv.app" and "stopped by its budget" in r.getMessage()]
 
 
-def test_generate_stopped_at_its_first_check_shows_its_first_iteration(limits, caplog):
+def test_generate_stopped_at_its_first_check_shows_its_first_iteration(limits, free_estimates, caplog):
     limits(seconds=0)
     caplog.set_level(logging.INFO, logger="spectr_gbv")
     _html, line, data, state, _slider, grid, _figure, details = toy_generate(L=2, tokens=40)
@@ -86,14 +88,14 @@ def test_fidelity_stopped_before_its_first_comparison_counts_its_runs(limits, sl
     assert re.search(r"(about \d+ runs?|not even 10 runs) would fit", header), header
 
 
-def test_fidelity_stopped_inside_its_first_run_says_what_would_fit(limits):
+def test_fidelity_stopped_inside_its_first_run_says_what_would_fit(limits, free_estimates):
     limits(seconds=0)
     header, figure, data = last(fidelity.run_fidelity("two-token", "A", "sd", 1, 2, 1.0, 10, 3))
     assert figure is None and data["runs"] == 0 and data["outcomes"] == []
     assert "0 of 10 runs had finished" in header and "not even 10 runs would fit: fewer tokens compared" in header
 
 
-def test_over_the_api_a_stop_before_anything_finished_is_a_result_not_an_error(limits):
+def test_over_the_api_a_stop_before_anything_finished_is_a_result_not_an_error(limits, free_estimates):
     with running_app(default_pair="toy", default_prompt="the cat") as url:
         limits(seconds=0)  # after the page is built: its Fidelity slider would have no room at all
         ok, outputs = call(url, "/compare", ["toy", "the cat", ["sd", "gbv"], 2, 2, 0.7, 10, 0, True, 1])

@@ -155,8 +155,9 @@ def test_settings_that_cannot_fit_are_refused_before_any_work(limits):
 
 
 @pytest.fixture
-def server(monkeypatch):
-    """start(fairness, cost, seconds) -> (url, demo, calls): the app on loopback, 'default' a stand-in."""
+def server(monkeypatch, free_estimates):
+    """start(fairness, cost, seconds) -> (url, demo, calls): the app on loopback, 'default' a stand-in (whose
+    runs the estimates, made for the real default pair, do not refuse)."""
     demos = []
 
     def start(fairness=None, cost="sleep", seconds=0.002):

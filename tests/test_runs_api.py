@@ -23,6 +23,7 @@ from spectr_gbv import METHODS
 from app_server import running_app
 from components.wiring import caps, cost
 from components.wiring import inputs, settings
+from components.serving import limits as limits_module
 from components.serving.limits import fewest_iterations
 
 pytestmark = pytest.mark.api
@@ -164,12 +165,20 @@ def test_sweep_values_are_capped_by_the_number_of_methods(client):
 
 
 @pytest.mark.parametrize("pair", ["toy", "two-token", "default"])
-def test_fidelity_n_is_capped_at_what_the_server_accepts_for_the_pair(client, limits, pair):
+def test_fidelity_n_is_capped_at_what_the_server_accepts_for_the_pair(client, monkeypatch, pair):
     prompt = {"toy": "the", "two-token": "A", "default": "Name a fruit."}[pair]
     demo = app.build_demo(default_pair=pair)
     slider = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "fidelity-runs")
     assert slider.maximum == caps.max_fidelity_runs(pair, inputs.DEFAULT_METHOD, 4, 3) and slider.value <= slider.maximum
-    limits(seconds=0)  # accepted requests start and stop at their first step: no run is needed to tell them apart
+    # Accepted requests start and stop at their first step (a budget already spent, the estimates as they are):
+    # no run is needed to tell them apart.
+    made = limits_module.Budget.__init__
+
+    def spent(budget, *args, **kwargs):
+        made(budget, *args, **kwargs)
+        budget.deadline = budget.started - 1
+
+    monkeypatch.setattr(limits_module.Budget, "__init__", spent)
     for method, length, tokens in ((inputs.DEFAULT_METHOD, 4, 3), ("ar", 4, 3), ("sd", 1, 2)):
         most = caps.max_fidelity_runs(pair, method, length, tokens)
         header, _figure, data = client.predict(pair, prompt, method, 2, length, 1.0, most, tokens, api_name="/fidelity")

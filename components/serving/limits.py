@@ -112,14 +112,15 @@ def fewest_iterations(tokens: int, draft_length: int = 0, can_stop_early: bool =
     return 1 if can_stop_early else math.ceil(tokens / (draft_length + 1))
 
 
-def check_fits(iterations: int, what: str, limits: Limits | None = None) -> None:
-    """Refuse, before any work, a request that needs at least `iterations` steps when fewer are allowed."""
+def check_fits(iterations: int, what: str, limits: Limits | None = None,
+               advice: str = "fewer runs, tokens, methods or values, or a longer L") -> None:
+    """Refuse, before any work, a request that needs at least `iterations` steps when fewer are allowed
+    (`advice`: what the request's view can change)."""
     limits = limits or LIMITS
     if iterations > limits.iterations:
         raise ValueError(
             f"this request needs at least {iterations} decoding iterations ({what}), over this server's limit of "
-            f"{limits.iterations} per request, so it was not started: fewer runs, tokens, methods or "
-            "values, or a longer L"
+            f"{limits.iterations} per request, so it was not started: {advice}"
         )
 
 
@@ -171,10 +172,9 @@ class Budget:
         self.iterations += iterations
         if self.iterations > self.limits.iterations:
             raise BudgetSpent(
-                f"this request needs more than {self.limits.iterations} decoding iterations "
-                "per request: ask for fewer tokens, runs or sweep values"
-            )
+                f"this request needs more than {self.limits.iterations} decoding iterations per request"
+            )  # without advice: each view adds its own (components.wiring.budget_stops.ADVICE)
         if time.monotonic() > self.deadline:
             limit = (f"this server's limit of {self.limits.seconds} s per request" if self.gpu_seconds is None
                      else f"the {self.gpu_seconds:.0f} s of GPU time it asked for")
-            raise BudgetSpent(f"this request ran past {limit} and was stopped: ask for fewer tokens, runs or sweep values")
+            raise BudgetSpent(f"this request ran past {limit} and was stopped")

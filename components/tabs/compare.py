@@ -18,12 +18,12 @@ from .compare_run import CompareView
 from .compare_set import compare_over_set
 from ..wiring.prompt_set_choice import SINGLE, check_set_name, set_controls
 from ..wiring.errors import translate_error, user_errors
-from ..wiring import cost, private
+from ..wiring import cost, fix_buttons, pre_start, private, stop_button
 from ..wiring.downloads import download_components, wire_downloads
 from ..render.chart_layout import MIN_WIDTH
 from ..wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
 from ..wiring.run_events import run_events
-from ..wiring.runs import MAX_REPEATS
+from ..wiring.runs import MAX_REPEATS, STOPS
 from ..wiring.settings import check_flag, check_methods, check_pair_key, number, settings
 from ..render.words import how_to_read
 
@@ -37,7 +37,7 @@ def run_order(methods: list[str]) -> list[str]:
 @gpu.on_gpu(gpu.compare_cost)
 @user_errors
 def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed, coupled,
-            repeats=1, prompt_set=None, baseline=None, progress=gr.Progress()):
+            repeats=1, prompt_set=None, baseline=None, progress=gr.Progress(), request: gr.Request = None):
     """Every selected method on the same prompt and settings; AR timed in the same request.
 
     Runs, in this order: AR, the default method, the coupled runs (every method on the same
@@ -47,25 +47,31 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     the coupled run) with seeds seed, seed + 1, ...: the charts show their mean and 95 % band,
     the speedup their median and range. When the budget stops the request, what finished
     stays, and the header says what was stopped (before any method finished: the tokens of the
-    run in progress, and what would fit).
+    run in progress, and what would fit). Stop ends it at its next step, the same way. Settings whose
+    estimate does not fit the budget are refused before any model call (components.wiring.pre_start).
 
     `prompt_set` names a set of prompts to run over instead of the prompt alone
     (components.wiring.prompt_set_choice; coupled: means and paired intervals against `baseline`,
-    components.tabs.compare_set)."""
+    components.tabs.compare_set; a set too large for the budget is refused there, before any run)."""
     run = COMPARE.request((pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed,
                            coupled, repeats, prompt_set, baseline))
+    session = getattr(request, "session_hash", None)
+    STOPS.take(session)  # a Stop pressed before this run does not end it
     if check_set_name(run.prompt_set) != SINGLE:
         yield from compare_over_set(run, progress, run_order)
         return
-    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
     methods, coupled = run_order(check_methods(run.methods)), check_flag("coupled", run.coupled)
     base = settings(*run.settings_values())
     repeats = number("repeats", run.repeats, 1, MAX_REPEATS)
+    pre_start.check(pre_start.Plan("compare", check_pair_key(run.pair_key), tuple(methods), base.num_drafts,
+                                   base.draft_length, base.max_new_tokens, repeats=repeats, coupled=bool(coupled)))
+    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
     timed = not pair.info.teaching  # the teaching pairs are lookup tables: their timings mean nothing
     seeds = [base.seed + r for r in range(repeats)]
     view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed, prompt=run.prompt)
-    check_runs_fit(pair, view.plan(), base.max_new_tokens, f"{view.planned()} runs of {base.max_new_tokens} tokens")
-    tick = Ticker()
+    check_runs_fit(pair, view.plan(), base.max_new_tokens, f"{view.planned()} runs of {base.max_new_tokens} tokens",
+                   advice="fewer tokens, methods or repeats, or a longer L")
+    tick = Ticker(session=session)
     estimate = cost.about(cost.compare_seconds(pair.info.key, len(methods), base.num_drafts, base.draft_length,
                                                base.max_new_tokens, repeats, coupled))
     yield from view.run(tick, progress, estimate, coupled_leader(methods))
@@ -92,6 +98,8 @@ class CompareTab:
     downloads: tuple = ()  # (files, command), made from the data after each run (components.wiring.downloads)
     prompt_set: gr.Dropdown | None = None  # components.wiring.prompt_set_choice
     baseline: gr.Dropdown | None = None
+    stop: gr.Button | None = None  # ends the run at its next step (components.wiring.stop_button)
+    fixes: fix_buttons.FixRow | None = None  # the pre-start check's note and one-click fixes
 
 
 def build(page) -> None:
@@ -104,6 +112,8 @@ def build(page) -> None:
                                 info="seed, seed + 1, ...: charts show their mean and 95 % band, speedups their median",
                                 elem_id="compare-repeats")
             button = gr.Button("Compare", variant="primary", elem_id="compare-button")
+            stop = stop_button.build("compare")
+        fixes = fix_buttons.build("compare")
         prompt_set, baseline = set_controls("compare")
         texts = gr.HTML(elem_id="compare-outputs")
         chart = dict(show_label=False, min_width=MIN_WIDTH)  # the chart's own title names it; the label is for readers
@@ -122,7 +132,7 @@ def build(page) -> None:
     page.tab_handles.compare = CompareTab(button, coupled, repeats, outputs=dict(
         texts=texts, efficiency=efficiency, histogram=histogram, per_position=per_position, calls=calls,
         speedup=speedup, theory=theory, data=data), downloads=(files, command), prompt_set=prompt_set,
-        baseline=baseline)
+        baseline=baseline, stop=stop, fixes=fixes)
 
 
 def wire_events(page) -> None:
@@ -136,3 +146,9 @@ def wire_events(page) -> None:
                      tab.outputs, message="texts", clear=charts, api_name="compare", concurrency_id="models",
                      preprocess=False)
     wire_downloads(run, tab.outputs["data"], *tab.downloads)
+    stop_button.wire(tab.stop, tab.button, run)
+    sidebar = dict(pair_key=s.pair, methods=s.methods, num_drafts=s.num_drafts, draft_length=s.draft_length,
+                   max_new_tokens=s.max_new_tokens)
+    fix_buttons.wire(tab.fixes, sidebar | dict(repeats=tab.repeats, coupled=tab.coupled),
+                     dict(max_new_tokens=s.max_new_tokens, repeats=tab.repeats, draft_length=s.draft_length,
+                          num_drafts=s.num_drafts), tab.button)

@@ -16,7 +16,7 @@ from spectr_gbv.bench.view import command_line, fidelity_rows
 from spectr_gbv.bench.view import outcome_text as outcome_text_of
 from spectr_gbv.exact import first_tokens_law, target_law, total_variation_to_target
 from spectr_gbv.fidelity import fidelity_result, fidelity_sample
-from spectr_gbv.pairs import TWO_TOKEN_KEY
+from spectr_gbv.pairs import TWO_TOKEN_KEY, is_teaching
 from spectr_gbv.probs import logits_to_probs
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET, TWO_TOKEN_WORDS, constant
 
@@ -24,7 +24,7 @@ from ..serving import gpu, visitors
 from ..serving import limits
 from ..serving.limits import BudgetSpent
 from ..serving.request import FIDELITY
-from ..wiring import caps, cost
+from ..wiring import caps, cost, fix_buttons, pre_start, stop_button
 from ..wiring.downloads import download_components, wire_downloads
 from ..render import figures
 from ..wiring.budget_stops import Ticker, budget_stop, what_fits
@@ -32,7 +32,7 @@ from ..wiring.errors import translate_error, user_errors
 from ..wiring.inputs import DEFAULT_METHOD, draft_for, prepare
 from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import run_events
-from ..wiring.runs import header_line
+from ..wiring.runs import STOPS, header_line
 from ..render.text import visible_token
 from ..wiring import private
 from ..wiring.settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, check_method, check_pair_key, number, settings
@@ -53,19 +53,25 @@ class Checked(NamedOutputs):
 @gpu.on_gpu(gpu.fidelity_cost)
 @user_errors
 def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens,
-                 progress=gr.Progress()):
+                 progress=gr.Progress(), request: gr.Request = None):
     """N runs, compared with the exact law after every chunk of runs (streamed); when the budget stops
     it, the comparison over the runs that finished stays, with the header saying so (before the
-    first comparison: the runs so far, not compared, and what would fit)."""
+    first comparison: the runs so far, not compared, and what would fit). Stop ends it at its next
+    step, the same way. Settings whose estimate does not fit the budget are refused before any model
+    call (components.wiring.pre_start)."""
     run = FIDELITY.request((pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens))
-    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
-    method = check_method(run.method)
+    session = getattr(request, "session_hash", None)
+    STOPS.take(session)  # a Stop pressed before this run does not end it
+    key, method = check_pair_key(run.pair_key), check_method(run.method)
     base = settings(run.num_drafts, run.draft_length, run.temperature, 1, 0)
-    most = limits.LIMITS.fidelity_runs if pair.info.teaching else limits.LIMITS.fidelity_runs_llm
+    most = limits.LIMITS.fidelity_runs if is_teaching(key) else limits.LIMITS.fidelity_runs_llm
     runs = number("number of runs N (this server's limit for this pair)", run.num_runs, 10, most)
     tokens = number("tokens per run", run.num_tokens, 1, caps.FIDELITY_MAX_TOKENS)
+    pre_start.check(pre_start.Plan("fidelity", key, (method,), base.num_drafts, base.draft_length, 0, num_runs=runs,
+                                   num_tokens=tokens))
+    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
     check_fidelity_fits(pair.info.key, method, base, runs, tokens)
-    tick = Ticker()  # both phases: the runs, then the exact law's scoring calls
+    tick = Ticker(session=session)  # both phases: the runs, then the exact law's scoring calls
     config = base.config(method, with_theory=False)
     heading = functools.partial(header_line, pair.info.key, [method], base.num_drafts, base.draft_length,
                                 base.temperature, None, [f"N = {runs} runs (seeds 0 to {runs - 1})", f"first {tokens} token(s)"])
@@ -206,6 +212,8 @@ class FidelityTab:
     button: gr.Button
     outputs: dict[str, gr.components.Component]  # by the names run_fidelity's outputs carry
     downloads: tuple = ()  # (files, command), made from the data after each run (components.wiring.downloads)
+    stop: gr.Button | None = None  # ends the run at its next step (components.wiring.stop_button)
+    fixes: fix_buttons.FixRow | None = None  # the pre-start check's note and one-click fixes
 
 
 def build(page, default_pair: str) -> None:
@@ -220,6 +228,8 @@ def build(page, default_pair: str) -> None:
             num_tokens = gr.Slider(1, caps.FIDELITY_MAX_TOKENS, value=caps.FIDELITY_MAX_TOKENS, step=1,
                                    label="First tokens compared")
             button = gr.Button("Check fidelity", variant="primary", elem_id="fidelity-button")
+            stop = stop_button.build("fidelity")
+        fixes = fix_buttons.build("fidelity")
         header = gr.Markdown(elem_id="fidelity-header")
         figure = gr.Plot(label="Empirical against exact law", elem_id="fidelity-figure",
                          show_label=False)  # its title names it; the label sat over the title
@@ -228,7 +238,7 @@ def build(page, default_pair: str) -> None:
         data = gr.JSON(label="Fidelity data")
     page.tab_handles.fidelity = FidelityTab(num_runs, num_tokens, button, outputs=dict(header=header, figure=figure,
                                                                                          data=data),
-                                            downloads=(files, command))
+                                            downloads=(files, command), stop=stop, fixes=fixes)
 
 
 def wire_events(page) -> None:
@@ -241,3 +251,8 @@ def wire_events(page) -> None:
                      tab.outputs, message="header", clear=("figure", "data"), api_name="fidelity",
                      concurrency_id="models", preprocess=False)
     wire_downloads(run, tab.outputs["data"], *tab.downloads)
+    stop_button.wire(tab.stop, tab.button, run)
+    fix_buttons.wire(tab.fixes, dict(pair_key=s.pair, method=s.method, num_drafts=s.num_drafts,
+                                     draft_length=s.draft_length, num_runs=tab.num_runs, num_tokens=tab.num_tokens),
+                     dict(num_runs=tab.num_runs, num_tokens=tab.num_tokens, draft_length=s.draft_length,
+                          num_drafts=s.num_drafts), tab.button)

@@ -17,7 +17,7 @@ from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
 from ..serving.request import GENERATE
 from . import explorer
-from ..wiring import private
+from ..wiring import fix_buttons, pre_start, private
 from ..wiring.budget_stops import budget_stop
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.explorer_js import OUTPUT_JS
@@ -26,7 +26,7 @@ from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import back_to_idle, run_events
 from ..wiring.run_state import RunState
 from ..wiring.runs import STOPS, Stop, header_line, ignored_settings, method_name
-from ..wiring.settings import check_method, number, settings
+from ..wiring.settings import check_method, check_pair_key, number, settings
 from ..render.text import UNTIMED_NOTE, metrics_line, provenance_html
 from ..render.words import how_to_read
 
@@ -72,9 +72,11 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
     run = GENERATE.request((pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed))
     session = getattr(request, "session_hash", None)
     STOPS.take(session)  # a Stop pressed before this run does not end it
-    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
     method = check_method(run.method)
     base = settings(*run.settings_values())
+    pre_start.check(pre_start.Plan("generate", check_pair_key(run.pair_key), (method,), base.num_drafts,
+                                   base.draft_length, base.max_new_tokens))  # before any model call
+    pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
     config = base.config(method)
     heading = {"pair_key": pair.info.key, "methods": [method], "num_drafts": base.num_drafts,
                "draft_length": base.draft_length, "temperature": base.temperature, "seed": base.seed}
@@ -151,6 +153,7 @@ class GenerateTab:
     data: gr.JSON
     examples: gr.Dataset
     plan: gr.Markdown  # what the button will run
+    fixes: fix_buttons.FixRow | None = None  # the pre-start check's note and one-click fixes
 
 
 def build(page) -> None:
@@ -161,6 +164,7 @@ def build(page) -> None:
             stop_button = gr.Button("Stop", variant="secondary", elem_id="stop-button", scale=1)
         plan = gr.Markdown(plan_line(DEFAULT_METHOD, DEFAULT_K, DEFAULT_L, DEFAULT_T, DEFAULT_TOKENS),
                            elem_id="generate-plan")
+        fixes = fix_buttons.build("generate")
         output = gr.HTML("<i>The output appears here, token by token. Click a token to open its iteration "
                          "in the explorer.</i>", elem_id="generate-output", js_on_load=OUTPUT_JS)
         line = gr.Markdown(elem_id="generate-metrics")
@@ -175,7 +179,7 @@ def build(page) -> None:
         prompts = gr.Dropdown([(text, text) for _, text in EXAMPLES], render=False)
         examples = gr.Dataset(components=[page.sidebar.pair, prompts], samples=EXAMPLES, elem_id="generate-examples",
                               label="Examples (run with the sidebar's settings)")
-    page.tab_handles.generate = GenerateTab(button, stop_button, output, line, data, examples, plan)
+    page.tab_handles.generate = GenerateTab(button, stop_button, output, line, data, examples, plan, fixes)
 
 
 def wire_events(page) -> None:
@@ -199,6 +203,10 @@ def wire_events(page) -> None:
                          show_progress="hidden")
     from_example = run_events(example.then, tab.button, generate_stream, inputs, outputs, **failed,
                               concurrency_id="models", preprocess=False, api_visibility="private")
+    sidebar = dict(pair_key=s.pair, method=s.method, num_drafts=s.num_drafts, draft_length=s.draft_length,
+                   max_new_tokens=s.max_new_tokens)
+    fix_buttons.wire(tab.fixes, sidebar, {name: sidebar[name] for name in fix_buttons.FIXABLE["generate"]},
+                     tab.button)
     # Stop ends this session's streaming run only (the session stays usable), and the explorer
     # shows the iterations decoded so far. Here the run sees the request at its next iteration
     # and ends itself; a run in a ZeroGPU worker cannot, so there the event is cancelled and

@@ -24,14 +24,14 @@ from spectr_gbv.records import IterationRecord
 from ..serving.request import RACE
 from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
-from ..wiring import private
+from ..wiring import fix_buttons, pre_start, private
 from ..wiring.budget_stops import budget_stop
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.inputs import DEFAULT_METHOD, check_runs_fit, compare_choices, prepare
 from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import back_to_idle, run_events
 from ..wiring.runs import STOPS, Stop, header_line, method_name
-from ..wiring.settings import check_method, settings
+from ..wiring.settings import check_method, check_pair_key, settings
 from ..render.race import LaneView, race_html
 from ..render.text import UNTIMED_NOTE
 from . import generate
@@ -179,11 +179,13 @@ def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature,
     """Race plain decoding against `method`: a frame after every turn of either side; Stop ends both."""
     session = getattr(request, "session_hash", None)
     STOPS.take(session)  # a Stop pressed before this run does not end it
-    pair, prompt_ids = prepare(pair_key, prompt, progress)
     if method == AUTOREGRESSIVE:
         raise ValueError("plain decoding (ar) is the race's other side already: choose a speculative method")
     method = check_method(method, allow_ar=False)
     base = settings(num_drafts, draft_length, temperature, max_new_tokens, seed)
+    pre_start.check(pre_start.Plan("race", check_pair_key(pair_key), (method,), base.num_drafts, base.draft_length,
+                                   base.max_new_tokens))  # before any model call
+    pair, prompt_ids = prepare(pair_key, prompt, progress)
     check_runs_fit(pair, [(1, 0), (1, base.draft_length)], base.max_new_tokens,
                    f"a race of plain decoding and {method_name(method)}, {base.max_new_tokens} tokens each")
     race = Race(pair.target, pair.draft, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False),
@@ -221,6 +223,7 @@ class RaceTab:
     button: gr.Button
     stop_button: gr.Button
     outputs: dict[str, gr.components.Component]
+    fixes: fix_buttons.FixRow | None = None  # the pre-start check's note and one-click fixes
 
 
 def build(page) -> None:
@@ -233,10 +236,12 @@ def build(page) -> None:
             button = gr.Button("Race", variant="primary", elem_id="race-button", scale=2)
             # secondary, not Gradio's red "stop": red means lossy in this app
             stop_button = gr.Button("Stop", variant="secondary", elem_id="race-stop-button", scale=1)
+        fixes = fix_buttons.build("race")
         line = gr.Markdown(elem_id="race-line")
         board = gr.HTML("<i>Press Race: both sides stream here, turn by turn.</i>", elem_id="race-board")
         data = gr.JSON(label="Race data (target calls are hardware-free; tokens/s is this server's)")
-    page.tab_handles.race = RaceTab(method, button, stop_button, outputs=dict(board=board, line=line, data=data))
+    page.tab_handles.race = RaceTab(method, button, stop_button, outputs=dict(board=board, line=line, data=data),
+                                    fixes=fixes)
 
 
 def wire_events(page) -> None:
@@ -247,6 +252,9 @@ def wire_events(page) -> None:
     # a failed race's message in place of the board.
     racing = run_events(tab.button.click, tab.button, race_stream, inputs, tab.outputs, message="board",
                         clear=("line", "data"), api_name="race", concurrency_id="models", preprocess=False)
+    sidebar = dict(pair_key=s.pair, method=tab.method, num_drafts=s.num_drafts, draft_length=s.draft_length,
+                   max_new_tokens=s.max_new_tokens)
+    fix_buttons.wire(tab.fixes, sidebar, {name: sidebar[name] for name in fix_buttons.FIXABLE["race"]}, tab.button)
     # Stop, as Generate's: the race sees the request after its current turn and ends both sides with a last
     # frame; in a ZeroGPU worker it cannot, so there the event is cancelled.
     if gpu.ON_ZEROGPU:

@@ -15,7 +15,7 @@ from ..serving import gpu, visitors
 from ..serving import limits
 from ..serving.limits import BudgetSpent
 from ..serving.request import SWEEP
-from ..wiring import caps, cost, private
+from ..wiring import caps, cost, fix_buttons, pre_start, private, stop_button
 from ..wiring.downloads import download_components, wire_downloads
 from ..render.band_figures import sweep_band_figures
 from ..wiring.budget_stops import Ticker, budget_stop, what_fits
@@ -26,7 +26,7 @@ from ..wiring.inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, p
 from ..wiring.prompt_set_choice import SINGLE, check_set_fits, check_set_name, prepare_set, set_controls, set_prompts
 from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import run_events
-from ..wiring.runs import MAX_REPEATS, header_line, method_name, sweep_point
+from ..wiring.runs import MAX_REPEATS, STOPS, header_line, method_name, sweep_point
 from ..wiring.settings import (MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_choice, check_methods, check_pair_key,
                        number, settings, shown)
 from ..render.words import how_to_read
@@ -58,7 +58,7 @@ def parse_values(axis: str, text) -> list[float]:
 @gpu.on_gpu(gpu.sweep_cost)
 @user_errors
 def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed,
-              repeats=1, prompt_set=None, progress=gr.Progress()):
+              repeats=1, prompt_set=None, progress=gr.Progress(), request: gr.Request = None):
     """Every method at every swept value, `repeats` seeds per point; streamed point by point, and
     when the budget stops it, the points that finished stay, with the header saying so (before the
     first point finished: how far the run in progress got, and what would fit).
@@ -67,17 +67,19 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
     every point, as in Compare, and a point's speedup is the median of its runs against them, with
     their range (`runs.sweep_point`); with one run per point the chart leaves the speedups out.
 
+    Stop ends it at its next step, as the budget does. Settings whose estimate does not fit the
+    budget are refused before any model call (components.wiring.pre_start).
+
     `prompt_set` names a set of prompts to run every point over instead of the prompt alone
     (components.wiring.prompt_set_choice; `spectr_gbv.sweep.iter_set_sweep`): a point's runs are
-    then every (prompt, seed) pair."""
+    then every (prompt, seed) pair; a set too large for the budget is refused before it loads."""
     run = SWEEP.request((pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens,
                          seed, repeats, prompt_set))
+    session = getattr(request, "session_hash", None)
+    STOPS.take(session)  # a Stop pressed before this run does not end it
     set_name, key = check_set_name(run.prompt_set), check_pair_key(run.pair_key)
     texts = set_prompts(set_name, key, run.prompt)
     count, pair = len(texts), None
-    if set_name == SINGLE:  # the prompt box is checked first, as it always was; a set's prompts after its sizing
-        pair, prompt_ids = prepare(key, run.prompt, progress)
-        set_ids = [prompt_ids]
     methods = check_methods(run.methods)
     base = settings(*run.settings_values())
     axis, swept = run.axis, parse_values(run.axis, run.values)
@@ -89,6 +91,11 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
         if axis in ("K", "L"):
             settings(value if axis == "K" else run.num_drafts, value if axis == "L" else run.draft_length,
                      run.temperature, run.max_new_tokens, run.seed)
+    if set_name == SINGLE:  # one prompt: the pre-start check, then the prompt box; a set is sized below
+        pre_start.check(pre_start.Plan("sweep", key, tuple(methods), base.num_drafts, base.draft_length,
+                                       base.max_new_tokens, repeats=repeats, axis=axis, values=tuple(swept)))
+        pair, prompt_ids = prepare(key, run.prompt, progress)
+        set_ids = [prompt_ids]
     lengths = swept if axis == "L" else [base.draft_length] * len(swept)
     teaching = pair.info.teaching if pair is not None else is_teaching(key)
     interleave = not teaching and repeats > 1  # AR around every method's runs (cost.sweep_interleaves_ar)
@@ -103,7 +110,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
         prompt_ids = set_ids[0]
     check_runs_fit(pair, plan, base.max_new_tokens, f"{len(methods)} methods x {len(swept)} values x {repeats} seeds "
                    f"and {ar_runs} AR runs" + (f", over {count} prompts" if count > 1 else "")
-                   + f", {base.max_new_tokens} tokens each")
+                   + f", {base.max_new_tokens} tokens each", advice="fewer tokens, methods, values or repeats, or a longer L")
     extra = [f"{repeats} seeds ({base.seed} to {base.seed + repeats - 1})" if repeats > 1 else "",
              f"prompt set {set_name} ({count} prompts)" if set_name != SINGLE else "", f"{base.max_new_tokens} tokens"]
     heading = functools.partial(header_line, pair.info.key, methods, base.num_drafts, base.draft_length, base.temperature,
@@ -117,7 +124,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
     table = functools.partial(sweep_rows, pair.info.key, shown_prompt, num_drafts=base.num_drafts,
                               draft_length=base.draft_length, temperature=base.temperature,
                               max_new_tokens=base.max_new_tokens, timed=not pair.info.teaching)
-    points, total, stop, partial, tick = [], len(methods) * len(swept), None, None, Ticker()
+    points, total, stop, partial, tick = [], len(methods) * len(swept), None, None, Ticker(session=session)
     progress(0, desc=f"{axis} = {swept[0]:g}")
     try:
         rows = (iter_sweep(pair.target, pair.draft, prompt_ids, methods, axis, swept, base.config(methods[0]),
@@ -173,6 +180,8 @@ class SweepTab:
     outputs: dict[str, gr.components.Component]  # by the names run_sweep's Swept outputs carry
     downloads: tuple = ()  # (files, command), made from the data after each run (components.wiring.downloads)
     prompt_set: gr.Dropdown | None = None  # components.wiring.prompt_set_choice
+    stop: gr.Button | None = None  # ends the run at its next step (components.wiring.stop_button)
+    fixes: fix_buttons.FixRow | None = None  # the pre-start check's note and one-click fixes
 
 
 def build(page) -> None:
@@ -184,6 +193,8 @@ def build(page) -> None:
             repeats = gr.Number(value=1, precision=0, minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
                                 info="seeds per point: mean and 95 % band", elem_id="sweep-repeats")
             button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
+            stop = stop_button.build("sweep")
+        fixes = fix_buttons.build("sweep")
         prompt_set, _ = set_controls("sweep", baseline=False)
         header = gr.Markdown(elem_id="sweep-header")
         with gr.Row(elem_classes=["chart-row"]):
@@ -195,7 +206,7 @@ def build(page) -> None:
         data = gr.JSON(label="Sweep data")
     page.tab_handles.sweep = SweepTab(axis, values, repeats, button,
                                       outputs=dict(header=header, efficiency=efficiency, speed=speed, data=data),
-                                      downloads=(files, command), prompt_set=prompt_set)
+                                      downloads=(files, command), prompt_set=prompt_set, stop=stop, fixes=fixes)
 
 
 def wire_events(page) -> None:
@@ -209,3 +220,9 @@ def wire_events(page) -> None:
                      tab.outputs, message="header", clear=("efficiency", "speed", "data"), api_name="sweep",
                      concurrency_id="models", preprocess=False)
     wire_downloads(run, tab.outputs["data"], *tab.downloads)
+    stop_button.wire(tab.stop, tab.button, run)
+    fix_buttons.wire(tab.fixes, dict(pair_key=s.pair, methods=s.methods, num_drafts=s.num_drafts,
+                                     draft_length=s.draft_length, max_new_tokens=s.max_new_tokens, repeats=tab.repeats,
+                                     axis=tab.axis, values=tab.values),
+                     dict(max_new_tokens=s.max_new_tokens, repeats=tab.repeats, values=tab.values,
+                          draft_length=s.draft_length, num_drafts=s.num_drafts), tab.button, parse_values)

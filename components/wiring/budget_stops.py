@@ -22,9 +22,21 @@ from spectr_gbv.records import IterationRecord
 
 from ..serving.limits import Budget, BudgetSpent
 from . import cost
-from .runs import Stop
+from .runs import STOPS, Stop
 
 LOG = logging.getLogger("spectr_gbv.app")
+
+# What each view's visitor can ask for instead, after a budget stop (the budget's own message names no view).
+ADVICE = {"generate": "ask for fewer tokens", "race": "ask for fewer tokens",
+          "compare": "ask for fewer tokens, methods or repeats",
+          "sweep": "ask for fewer tokens, methods, values or repeats",
+          "fidelity": "ask for fewer runs or tokens compared"}
+PRESSED_STOP = "you pressed Stop"
+
+
+class StopPressed(BudgetSpent):
+    """The visitor pressed Stop (components.wiring.runs.STOPS): the run ends at its next step, and, as after a
+    budget stop, what finished is shown; the header says it was stopped."""
 
 
 class Ticker:
@@ -33,8 +45,9 @@ class Ticker:
     It ticks the request's Budget, and keeps the iterations of the decoding run in progress, so a
     stop inside the first run can still show what that run decoded."""
 
-    def __init__(self, budget: Budget | None = None):
+    def __init__(self, budget: Budget | None = None, session: str | None = None):
         self.budget = budget or Budget()
+        self.session = session  # whose Stop ends the request at its next step (None: no Stop)
         self.runs = 0  # decoding runs started
         self.current: list[IterationRecord] = []  # the iterations of the last run started
 
@@ -44,6 +57,8 @@ class Ticker:
                 self.runs, self.current = self.runs + 1, []
             self.current.append(step)  # before the tick: an iteration that ran past the budget has still finished
         self.budget.tick()
+        if self.session is not None and STOPS.take(self.session):
+            raise StopPressed(PRESSED_STOP)
 
     def tokens(self) -> list[int]:
         return [t for it in self.current for t in it.emitted]
@@ -66,8 +81,13 @@ def counted(n: int, unit: str) -> str:
 
 
 def budget_stop(view: str, done: int, total: int, unit: str, error: BudgetSpent, note: str = "") -> Stop:
-    """The Stop of a budget stop (`note`: what the answer adds to the budget's message), logged in one INFO line."""
-    reason = f"{error}; {note}" if note else str(error)
+    """The Stop of a budget stop (`note`: what the answer adds to the budget's message and the view's advice),
+    logged in one INFO line; of a Stop pressed, the same without the note (nothing needs to fit)."""
+    if isinstance(error, StopPressed):
+        LOG.info("%s stopped by its visitor at %d / %d %s", view, done, total, unit)
+        return Stop(done, total, unit, str(error))
+    reason = f"{error}: {ADVICE[view]}"
+    reason = f"{reason}; {note}" if note else reason
     LOG.info("%s stopped by its budget at %d / %d %s: %s", view, done, total, unit, reason)
     return Stop(done, total, unit, reason)
 

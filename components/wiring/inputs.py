@@ -89,7 +89,9 @@ def draft_for(pair, method):
     return None if method == AUTOREGRESSIVE else pair.draft
 
 
-def check_runs_fit(pair, runs: list[tuple[int, int]], tokens: int, what: str, extra: int = 0) -> None:
-    """Refuse up front what cannot fit: `runs` is (how many, L; 0 for AR) runs of `tokens` tokens each."""
+def check_runs_fit(pair, runs: list[tuple[int, int]], tokens: int, what: str, extra: int = 0,
+                   advice: str = "fewer tokens, or a longer L") -> None:
+    """Refuse up front what cannot fit: `runs` is (how many, L; 0 for AR) runs of `tokens` tokens each
+    (`advice`: what the view can change)."""
     early = pair.target.eos_token_id is not None
-    check_fits(sum(n * fewest_iterations(tokens, length, early) for n, length in runs) + extra, what)
+    check_fits(sum(n * fewest_iterations(tokens, length, early) for n, length in runs) + extra, what, advice=advice)
