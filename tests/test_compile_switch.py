@@ -25,6 +25,16 @@ pytestmark = pytest.mark.unit
 PROMPT = [3, 4, 5, 6]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: tiny models gain nothing from two, and on a busy machine the second
+    thread's waits made these runs ten times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def tiny_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny-compile-switch")
@@ -200,3 +210,46 @@ def test_static_cache_logits_equal_the_dynamic_caches(pair):
         session.logits.append(session.branch_logits(1))
     for got, expected in zip(static.logits, dynamic.logits):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_torch_compile_raising_leaves_the_target_eager(pair, monkeypatch, caplog):
+    """The default compiler path (`compile_step`) with torch.compile itself failing."""
+    target, _ = pair
+
+    def no_compiler(*args, **kwargs):
+        raise RuntimeError("torch.compile is not supported here")
+
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    with caplog.at_level(logging.INFO, logger="spectr_gbv"):
+        assert compiled.attach(target).compile_now() == compiled.EAGER
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("spectr_gbv")]
+    assert len(lines) == 1 and "torch.compile is not supported here" in lines[0]
+    assert type(target.start(PROMPT)) is HFSession
+
+
+def test_a_compiled_step_that_fails_in_a_run_is_retaken_eagerly_and_the_target_goes_eager(pair, caplog):
+    target, draft = pair
+    eager = greedy_runs(target, draft)
+    calls = {"n": 0}
+
+    def fails_after_the_check(base):
+        step = compiled.eager_step(base)
+
+        def flaky(ids, cache):
+            calls["n"] += 1
+            if calls["n"] > compiled.CHECK_STEPS + 2:  # the check's steps and two of the run's pass
+                step(ids, cache)  # it even wrote its entries before failing
+                raise RuntimeError("CUDA graph replay failed")
+            return step(ids, cache)
+
+        return flaky
+
+    compiled.attach(target).compile_now(fails_after_the_check)
+    assert compiled.serving_mode(target) == compiled.COMPILED
+    caplog.clear()  # the switch's own line
+    with caplog.at_level(logging.INFO, logger="spectr_gbv"):
+        ar = generate(target, None, PROMPT, method="ar", temperature=0, max_new_tokens=12, detail=False).tokens
+    assert ar == eager["ar"]
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("spectr_gbv")]
+    assert len(lines) == 1 and "CUDA graph replay failed" in lines[0]
+    assert compiled.serving_mode(target) == compiled.EAGER

@@ -98,8 +98,16 @@ def compile_step(base: torch.nn.Module) -> Callable:
     """`eager_step` under torch.compile (inductor; on CUDA replayed as a CUDA graph). Compiling
     happens on the first call, which `CompiledStep.check` makes."""
     device = next(base.parameters()).device
-    mode = "reduce-overhead" if device.type == "cuda" else None
-    return torch.compile(eager_step(base), mode=mode, dynamic=False)
+    if device.type != "cuda":
+        return torch.compile(eager_step(base), dynamic=False)
+    graphed = torch.compile(eager_step(base), mode="reduce-overhead", dynamic=False)
+
+    def step(input_ids: torch.Tensor, cache) -> torch.Tensor:
+        # each call a new step: the last call's output (already read by the head) may be overwritten
+        torch.compiler.cudagraph_mark_step_begin()
+        return graphed(input_ids, cache)
+
+    return step
 
 
 def _reason(error: BaseException) -> str:
@@ -204,6 +212,14 @@ class CompiledStep:
         self.step = step  # one assignment: a session starting now sees the old value or the new, both whole
         LOG.info("the target's one-token step is compiled and agrees with eager: new runs use it")
         return self.mode
+
+
+    def give_up(self, error: BaseException) -> None:
+        """A compiled step that raised in a run (it passed the check): eager from now on, one logged line."""
+        if self.step is None:
+            return
+        self.step, self.reason = None, _reason(error)
+        LOG.warning("the compiled one-token step failed in a run, serving eagerly from now on: %s", self.reason)
 
 
 def attach(hf_model, capacity: int = STATIC_CAPACITY) -> CompiledStep:

@@ -17,6 +17,7 @@ from typing import Callable
 
 import torch
 
+from .compiled import eager_step
 from .hf_session import HFModel, HFSession
 
 
@@ -25,6 +26,7 @@ class StaticHFSession(HFSession):
         super().__init__(model, prompt_ids)
         self.cache = switch.lend_cache(self)
         self.capacity = switch.capacity
+        self.switch = switch
         self.step = step
         self.static = True
 
@@ -52,8 +54,26 @@ class StaticHFSession(HFSession):
         self._make_room(input_ids.shape[1])
         if self.static and tuple(input_ids.shape) == (1, 1) and not kwargs and not self.collect_features:
             self.forward_calls += 1
-            return self.step(input_ids, self.cache)
+            return self._step(input_ids)
         return super()._hidden(input_ids, **kwargs)
+
+    def _step(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The compiled step; if it raises (it passed the check, but a run is not the check), the
+        target goes eager and this step is taken again eagerly from the same cache length."""
+        try:
+            return self.step(input_ids, self.cache)
+        except Exception as error:  # noqa: BLE001 - never a failed request for a compiler's fault
+            self.switch.give_up(error)
+            self._rewind(self._length())
+            self.step = eager_step(self.model.model.base_model)
+            return self.step(input_ids, self.cache)
+
+    def _rewind(self, length: int) -> None:
+        """Every layer's cache length back to `length` (a failed step may have written some)."""
+        with torch.inference_mode():
+            for layer in self.cache.layers:
+                if layer.is_initialized:
+                    layer.cumulative_length.fill_(length)
 
     def score(self, blocks: torch.Tensor) -> torch.Tensor:
         # before the mask is built: its width is the cache's
