@@ -253,3 +253,28 @@ def test_a_compiled_step_that_fails_in_a_run_is_retaken_eagerly_and_the_target_g
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("spectr_gbv")]
     assert len(lines) == 1 and "CUDA graph replay failed" in lines[0]
     assert compiled.serving_mode(target) == compiled.EAGER
+
+
+# --------------------------------------------------------------------------- the page
+
+
+def test_the_run_header_says_how_the_target_ran(pair):
+    from components.wiring.runs import header_line
+    from spectr_gbv.pairs import TOY_KEY, get_pair
+
+    target, _ = pair
+    assert compiled.serving_mode(get_pair(TOY_KEY).target) is None  # a lookup table runs no forward
+    line = header_line("default", ["sd"], 1, 4, 0.7, 0, served=compiled.serving_mode(target))
+    assert "target eager" in line
+    compiled.attach(target).compile_now(stand_in_compiler)
+    line = header_line("default", ["sd"], 1, 4, 0.7, 0, served=compiled.serving_mode(target))
+    assert "target compiled" in line and "eager" not in line
+    assert "target" not in header_line("toy", ["sd"], 1, 4, 0.7, 0, served=None).replace("**", "")
+
+
+def test_generate_on_a_teaching_pair_names_no_mode():
+    from components.tabs.generate import generate_stream
+
+    *_, last = generate_stream("toy", "the cat", "sd", 1, 2, 0.7, 4, 0)
+    assert "target eager" not in last.metrics_line and "target compiled" not in last.metrics_line
+    assert "seed 0" in last.metrics_line
