@@ -33,6 +33,7 @@ from components.wiring.inputs import EXAMPLES
 from components.wiring.page import Page
 from components.render.text import LOSSY_NOTE
 from spectr_gbv import METHODS
+from spectr_gbv.models import compiled
 from spectr_gbv.pairs import DEFAULT_KEY, get_pair
 
 ASSETS = Path(__file__).parent / "assets"
@@ -95,6 +96,7 @@ def launch(demo: gr.Blocks, concurrency: int | None = None, queue_size: int | No
     LIMITS.state_seconds, and /monitoring is off unless the operator turns it on. Refusals
     are logged at INFO (components.serving.logs)."""
     logs.configure()
+    compile_target = compiled.compile_wanted(app=True)  # an unknown value stops the start, naming the accepted ones
     fair = fairness or visitors.FAIR
     fair = visitors.configure(dataclasses.replace(fair, model_slots=concurrency or fair.model_slots,
                                                   model_waiting=queue_size or fair.model_waiting))
@@ -103,6 +105,8 @@ def launch(demo: gr.Blocks, concurrency: int | None = None, queue_size: int | No
     import torch  # before the first model load: the CPU kernel probe is timed (and cached) at this thread count
 
     torch.set_num_threads(visitors.threads_per_run(len(os.sched_getaffinity(0)), fair.model_slots))
+    if compile_target:  # serving starts eagerly now; the default target switches once compiled and checked
+        compiled.compile_in_background(lambda: get_pair(DEFAULT_KEY).target)
     return demo.queue(default_concurrency_limit=fair.gradio_workers, max_size=fair.gradio_workers).launch(
         theme=gr.themes.Soft(), css_paths=[ASSETS / "app.css"], footer_links=["api", "gradio"],
         allowed_paths=[], max_file_size=MAX_UPLOAD_BYTES, state_session_capacity=limits.LIMITS.sessions,

@@ -148,7 +148,8 @@ def _default_pair() -> Pair:
 def _load_default_pair() -> Pair:
     from .models.hf import load_pair
 
-    return _chat_pair(PAIRS[DEFAULT_KEY], *load_pair("default"))
+    # compile=False: the app compiles its target in the background (models.compiled), never in a request
+    return _chat_pair(PAIRS[DEFAULT_KEY], *load_pair("default", compile=False))
 
 
 _hub_pairs: "OrderedDict[str, Pair]" = OrderedDict()
@@ -179,7 +180,7 @@ def _load_hub_pair(info: PairInfo) -> Pair:
     while len(_hub_pairs) >= MAX_LOADED_HUB_PAIRS:  # drop the least recently used pair first
         _hub_pairs.popitem(last=False)
         gc.collect()
-    pair = _chat_pair(info, *load_pair(info.target, info.draft))
+    pair = _chat_pair(info, *load_pair(info.target, info.draft, compile=False))
     _hub_pairs[info.key] = pair
     return pair
 

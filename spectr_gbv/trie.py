@@ -85,10 +85,14 @@ class ScoringLayout:
     def of(trie: DraftTrie, pending: int, dtype: torch.dtype, device: torch.device) -> "ScoringLayout":
         return _layout(pending, trie.shape, dtype, torch.device(device))
 
-    def attention_mask(self, past: int) -> torch.Tensor:
-        """[m + N, past + m + N]: every committed position visible, then the recent block."""
-        context = self.recent_mask.new_zeros(self.recent_mask.shape[0], past)
-        return torch.cat([context, self.recent_mask], dim=1)
+    def attention_mask(self, past: int, width: int | None = None) -> torch.Tensor:
+        """[m + N, width]: every committed position visible, then the recent block, then (a preallocated
+        cache wider than past + m + N: `width`) the unused slots hidden."""
+        rows, recent = self.recent_mask.shape
+        parts = [self.recent_mask.new_zeros(rows, past), self.recent_mask]
+        if width is not None and width > past + recent:
+            parts.append(self.recent_mask.new_full((rows, width - past - recent), torch.finfo(self.recent_mask.dtype).min))
+        return torch.cat(parts, dim=1)
 
 
 # Shapes met in a run are few (K = 2, L = 4: the drafts part at one of five depths, times the

@@ -5,6 +5,7 @@ the fixtures several modules use, and the tiers: every test carries exactly one 
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +13,9 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: app.py, components/
+# The apps the tests serve (and their child processes) stay eager: a background compile would load
+# the machine for minutes. tests/test_compiled.py and tests/test_compile_switch.py compile on purpose.
+os.environ.setdefault("SPECTR_GBV_COMPILE", "off")
 
 # The tiers, as declared in pytest.ini (tests/test_tiers.py checks that the two lists agree).
 TIERS = ("exact", "unit", "api", "statistical", "model", "browser", "slow")

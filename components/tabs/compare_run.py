@@ -20,6 +20,7 @@ from spectr_gbv.config import DecodeConfig
 from spectr_gbv.coupled import CoupledRun, coupled_steps
 from spectr_gbv.engine import generate_config, run_record
 from spectr_gbv.models import server_note
+from spectr_gbv.models.compiled import serving_mode
 from spectr_gbv.records import RunRecord
 
 from ..serving.limits import BudgetSpent
@@ -168,7 +169,7 @@ class CompareView:
         seeds = [f"{len(self.seeds)} seeds ({self.seeds[0]} to {self.seeds[-1]})"] if len(self.seeds) > 1 else []
         line = header_line(self.pair.info.key, self.methods, self.base.num_drafts, self.base.draft_length,
                            self.base.temperature, self.base.seed, seeds + [f"{self.base.max_new_tokens} tokens"],
-                           self.stop)
+                           self.stop, served=serving_mode(self.pair.target))
         if not final:
             line += f"running: {len(done)} of {len(self.methods)} methods done"
         sources = ("Texts and speedups: independent runs (texts: the first seed; speedups: the median over the seeds, "

@@ -11,6 +11,7 @@ import gradio as gr
 
 from spectr_gbv.engine import decode_iterations, run_record
 from spectr_gbv.models import server_note
+from spectr_gbv.models.compiled import serving_mode
 from spectr_gbv.pairs import is_teaching
 
 from ..serving import gpu, visitors
@@ -79,7 +80,8 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
     pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
     config = base.config(method)
     heading = {"pair_key": pair.info.key, "methods": [method], "num_drafts": base.num_drafts,
-               "draft_length": base.draft_length, "temperature": base.temperature, "seed": base.seed}
+               "draft_length": base.draft_length, "temperature": base.temperature, "seed": base.seed,
+               "served": serving_mode(pair.target)}  # read as the run starts: its sessions keep that mode
     iterations, produced, budget, texts, stop = [], 0, Budget(), {}, None
     timed = not pair.info.teaching  # the teaching pairs are lookup tables: their timings mean nothing
     progress(0, desc="decoding")

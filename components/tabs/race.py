@@ -19,6 +19,7 @@ import gradio as gr
 from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.config import DecodeConfig
 from spectr_gbv.engine import decode_iterations, run_record
+from spectr_gbv.models.compiled import serving_mode
 from spectr_gbv.records import IterationRecord
 
 from ..serving.request import RACE
@@ -191,7 +192,8 @@ def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature,
     race = Race(pair.target, pair.draft, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False),
                 base.config(method, with_theory=False))
     heading = dict(pair_key=pair.info.key, methods=[AUTOREGRESSIVE, method], num_drafts=base.num_drafts,
-                   draft_length=base.draft_length, temperature=base.temperature, seed=base.seed)
+                   draft_length=base.draft_length, temperature=base.temperature, seed=base.seed,
+                   served=serving_mode(pair.target))
     budget, stop, total = Budget(), None, 2 * base.max_new_tokens
     timed = not pair.info.teaching  # a teaching pair is a lookup table: its tokens/s mean nothing
     progress(0, desc="racing")

@@ -64,8 +64,11 @@ class Stop:
 
 
 def header_line(pair_key: str, methods: Sequence[str], num_drafts: int, draft_length: int, temperature: float,
-                seed: int | None, extra: Sequence[str] = (), stop: Stop | None = None, swept: str | None = None) -> str:
-    """One Markdown line naming what made this output: pair, method(s), K, L, T, seed (and where it stopped).
+                seed: int | None, extra: Sequence[str] = (), stop: Stop | None = None, swept: str | None = None,
+                served: str | None = None) -> str:
+    """One Markdown line naming what made this output: pair, method(s), K, L, T, seed, how the target
+    ran (`served`: "eager" or "compiled", `spectr_gbv.models.compiled.serving_mode`; none for a
+    teaching pair) and where it stopped.
 
     A setting every method ignores is struck out, one some ignore says by whom; the swept
     setting (`swept`) is replaced by the sweep."""
@@ -82,6 +85,8 @@ def header_line(pair_key: str, methods: Sequence[str], num_drafts: int, draft_le
             parts.append(f"{name} = {value}")
     if seed is not None:
         parts.append(f"seed {seed}")
+    if served is not None:
+        parts.append(f"target {served}")
     parts.extend(extra)
     line = " · ".join(parts)
     if stop is not None:

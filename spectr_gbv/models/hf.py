@@ -322,6 +322,7 @@ def load_pair(
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
     draft_layers: int | None = None,
+    compile: bool | None = None,
 ) -> tuple[HFModel, HFModel, object]:
     """(target_model, draft_model, tokenizer) ready for `spectr_gbv.generate`.
 
@@ -330,7 +331,22 @@ def load_pair(
     `draft_layers=n` (or any other target) uses the target's first n layers as a stand-in
     draft with shared weights. Otherwise the draft is loaded like the target ("default-draft",
     a folder or a hub id) and must share its tokenizer.
+
+    `compile=True` compiles the target's one-token step before returning (`compiled`; the target
+    stays eager, with one logged reason, if the compile fails or disagrees); None reads
+    $SPECTR_GBV_COMPILE, which leaves a library call eager unless it says `1` or `on`.
     """
+    from . import compiled
+
+    if compile is None:
+        compile = compiled.compile_wanted(app=False)  # an unknown value is refused here, before any load
+    target_model, draft_model, tokenizer = _load_pair(target, draft, device, dtype, draft_layers)
+    if compile:
+        compiled.attach(target_model).compile_now()
+    return target_model, draft_model, tokenizer
+
+
+def _load_pair(target: str, draft: str | None, device, dtype, draft_layers: int | None) -> tuple[HFModel, object, object]:
     from .feature_draft import WEIGHTS_FILE
 
     if target == DEFAULT and dtype is None and pick_device(device).type == "cpu":  # the kernel this CPU measures best

@@ -43,6 +43,7 @@ class HFModel:
         self.vocab_size = vocab_size or len(loaded.tokenizer)
         self.eos_token_id = loaded.tokenizer.eos_token_id
         self.device = next(loaded.model.parameters()).device
+        self.compiled = None  # a `compiled.CompiledStep` once the target's step is being compiled (`compiled.attach`)
         self.max_positions = getattr(loaded.model.config, "max_position_embeddings", None)
         self.output_token_ids = None
         if loaded.output_token_ids is not None:
@@ -51,6 +52,12 @@ class HFModel:
             self.output_head = output_weight(loaded.model)[self.output_token_ids].contiguous()
 
     def start(self, prompt_ids: Sequence[int]) -> "HFSession":
+        # The step is read once: the session keeps the mode it starts in (a switch never lands mid-run).
+        step = self.compiled.step if self.compiled is not None else None
+        if step is not None:
+            from .static_session import StaticHFSession
+
+            return StaticHFSession(self, list(prompt_ids), self.compiled, step)
         return HFSession(self, list(prompt_ids))
 
 
@@ -127,6 +134,18 @@ class HFSession:
         if rows > 1:
             self.cache.batch_repeat_interleave(rows)
 
+    def _crop(self, tokens: int) -> None:
+        """Drop the cache's last `tokens` entries."""
+        self.cache.crop(-tokens)  # transformers crops by a count of tokens to remove
+
+    def _select_branch(self, branch: int) -> None:
+        """Keep one row of the cache."""
+        self.cache.batch_select_indices(torch.tensor([branch], device=self.model.device))
+
+    def _key_width(self, used: int) -> int:
+        """The width of a forward's attention mask when the cache will hold `used` entries."""
+        return used
+
     @torch.inference_mode()
     def prefill(self, feature_layers: tuple[int, ...] = ()) -> None:
         """Feed all pending tokens but the last (a forward needs one input to give logits), keeping
@@ -170,7 +189,7 @@ class HFSession:
         layout = ScoringLayout.of(trie, m, self.model.model.dtype, device)  # built once per trie shape
         positions = (past + layout.offsets)[None]
         ids = torch.tensor([self.pending + trie.tokens], dtype=torch.long, device=device)
-        mask = layout.attention_mask(past)[None, None]
+        mask = layout.attention_mask(past, self._key_width(past + ids.shape[1]))[None, None]  # a static cache: its width
         hidden = self._hidden(ids, attention_mask=mask, position_ids=positions)[0]
         logits = self._head(hidden[m - 1 :])  # root (q after the context), then one row per node
         self.fed_features = self.last_features[0] if self.collect_features else None
@@ -192,7 +211,7 @@ class HFSession:
                 layer.keys[:, :, base : base + keep] = layer.keys[:, :, source]
                 layer.values[:, :, base : base + keep] = layer.values[:, :, source]
         if trie.size > keep:
-            self.cache.crop(-(trie.size - keep))  # transformers crops by a count of tokens to remove
+            self._crop(trie.size - keep)
         if self.fed_features is not None:
             rows = list(range(self.fed_pending)) + [self.fed_pending + i for i in nodes]
             self.features.append(self.fed_features[rows])
@@ -212,10 +231,10 @@ class HFSession:
             else:
                 fed = self.branch_tokens[branch].tolist() if fed_count else []
             keep = _cached_prefix(fed, tokens)
-            self.cache.batch_select_indices(torch.tensor([branch], device=self.model.device))
+            self._select_branch(branch)
             surplus = len(fed) - keep
             if surplus > 0:
-                self.cache.crop(-surplus)
+                self._crop(surplus)
             self.cached += keep
             tokens = tokens[keep:]
         self.pending += tokens
