@@ -2,6 +2,7 @@
 
     python -m spectr_gbv.bench.frontier [--pair default] [--prompts 120] [--drafts 2 4 8] [--lengths 2 4 6 8]
         [--temperatures 0.4 0.7 1.0] [--methods ...] [--max-new-tokens 64] [--out assets/results/frontier]
+        [--resume [--chunk-prompts 20]]
 
 For every (K, L, T) and every prompt, one coupled run (`spectr_gbv.coupled`): the draft proposes K
 blocks, the target scores them once, every listed rule verifies that input with identically seeded
@@ -14,6 +15,11 @@ the paired per-prompt differences against spectr and against spectr_gbv (a promp
 iterations within one are dependent, prompts are not). An interval that excludes 0 is a
 difference the rules make, not sampling noise. The released rule is labelled lossy and has no
 theory line. Writes `frontier.json` and `frontier.md` under --out.
+
+With --resume [--chunk-prompts 20] the grid is measured in chunks (one configuration over that many
+prompts) saved under OUT/chunks as each finishes, temperatures in the order listed; run again, it
+skips the chunks on disk, refuses chunks measured under other settings, and assembles the same
+`frontier.json` an uninterrupted run writes (`spectr_gbv.bench.frontier_chunks`).
 
 Prompts: on the default pair the paper suite (`assets/prompts/paper_suite.json`), taken across its
 five families in turn; on the teaching pairs, short prompts in their own words.
@@ -65,11 +71,11 @@ def leader_of(methods: Sequence[str]) -> str:
     return "spectr_gbv" if "spectr_gbv" in methods else next(m for m in methods if METHODS[m].exact)
 
 
-def per_prompt_values(pair, prompt_ids: list[list[int]], methods: Sequence[str], K: int, L: int, T: float,
-                      max_new_tokens: int, first_seed: int = 0) -> dict[str, dict[str, list[float]]]:
-    """Method -> metric -> one value per prompt, from one coupled run per prompt. A prompt's seed is
-    its index in the whole list (`first_seed` for the first given), so a chunk of prompts gets the
-    numbers the whole list gets."""
+def measure(pair, prompt_ids: list[list[int]], methods: Sequence[str], K: int, L: int, T: float, max_new_tokens: int,
+            log=lambda line: None, first_seed: int = 0) -> list[dict]:
+    """One configuration: per-prompt coupled runs, then one row per rule (module docstring). A prompt's
+    seed is its index in the whole list (`first_seed` for the first given): a chunk of prompts gets
+    the numbers the whole list gets."""
     per_prompt: dict[str, dict[str, list[float]]] = {m: {k: [] for k in METRICS} for m in methods}
     for seed, ids in enumerate(prompt_ids, start=first_seed):
         config = DecodeConfig(method=leader_of(methods), num_drafts=K, draft_length=L, temperature=T,
@@ -80,32 +86,25 @@ def per_prompt_values(pair, prompt_ids: list[list[int]], methods: Sequence[str],
             expected = summary["mean_expected_accepted"]
             per_prompt[m]["expected_accepted"].append(float("nan") if expected is None else expected)
             per_prompt[m]["block_efficiency"].append(summary["block_efficiency"])
-    return per_prompt
+    log(f"K = {K}, L = {L}, T = {T}: {len(prompt_ids)} prompts")
+    return rows_of(per_prompt, methods, K, L, T)
 
 
-def rows_of(per_prompt: dict[str, dict[str, list[float]]], methods: Sequence[str], K: int, L: int, T: float) -> list[dict]:
-    """One row per rule: its per-prompt values, their means and the paired intervals (module docstring)."""
+def rows_of(per_prompt: dict[str, dict[str, list[float]]], methods: Sequence[str], K: int, L: int,
+            T: float) -> list[dict]:
+    """One row per rule: its per-prompt values, their mean and paired intervals (module docstring)."""
     rows = []
     for m in methods:
-        values_of = per_prompt[m]
-        row = {"K": K, "L": L, "T": T, "prompts": len(values_of["expected_accepted"]), "method": m,
-               "label": METHODS[m].label, "exact": METHODS[m].exact, "per_prompt": values_of}
+        row = {"K": K, "L": L, "T": T, "prompts": len(per_prompt[m]["expected_accepted"]), "method": m,
+               "label": METHODS[m].label, "exact": METHODS[m].exact, "per_prompt": per_prompt[m]}
         for metric in METRICS:
-            values = values_of[metric]
+            values = per_prompt[m][metric]
             row[metric] = sum(values) / len(values)
             for ref in REFERENCES:
                 if ref in per_prompt:
                     row.setdefault(f"vs_{ref}", {})[metric] = paired_interval(values, per_prompt[ref][metric])
         rows.append(row)
     return rows
-
-
-def measure(pair, prompt_ids: list[list[int]], methods: Sequence[str], K: int, L: int, T: float, max_new_tokens: int,
-            log=lambda line: None) -> list[dict]:
-    """One configuration: per-prompt coupled runs, then one row per rule (module docstring)."""
-    per_prompt = per_prompt_values(pair, prompt_ids, methods, K, L, T, max_new_tokens)
-    log(f"K = {K}, L = {L}, T = {T}: {len(prompt_ids)} prompts")
-    return rows_of(per_prompt, methods, K, L, T)
 
 
 def _cell(interval) -> str:
@@ -180,7 +179,8 @@ def write_results(out: Path, pair, args, rows: list[dict], done: int, total: int
     return md
 
 
-def run_in_chunks(pair, args, texts: list[str], prompt_ids: list[list[int]], command: str, log) -> tuple[list[dict], str]:
+def run_in_chunks(pair, args, texts: list[str], prompt_ids: list[list[int]], command: str,
+                  log) -> tuple[list[dict], str]:
     """--resume: measure the chunks not on disk yet (`frontier_chunks`), temperature by temperature
     as listed, and assemble the results from every chunk after each one."""
     from . import frontier_chunks as chunks
@@ -207,9 +207,10 @@ def run_in_chunks(pair, args, texts: list[str], prompt_ids: list[list[int]], com
             if store.load(K, L, T, start, stop, prompts) is not None:
                 continue
             begun = time.perf_counter()
-            values = per_prompt_values(pair, prompt_ids[start:stop], args.methods, K, L, T, args.max_new_tokens,
-                                       first_seed=start)
-            store.save(K, L, T, start, stop, prompts, values, time.perf_counter() - begun)
+            measured = measure(pair, prompt_ids[start:stop], args.methods, K, L, T, args.max_new_tokens,
+                               first_seed=start)
+            store.save(K, L, T, start, stop, prompts, {row["method"]: row["per_prompt"] for row in measured},
+                       time.perf_counter() - begun)
             log(f"K = {K}, L = {L}, T = {T}: prompts {start}..{stop - 1} "
                 f"({time.perf_counter() - begun:.0f} s)")
             assemble()
