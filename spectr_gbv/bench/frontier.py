@@ -2,6 +2,7 @@
 
     python -m spectr_gbv.bench.frontier [--pair default] [--prompts 120] [--drafts 2 4 8] [--lengths 2 4 6 8]
         [--temperatures 0.4 0.7 1.0] [--methods ...] [--max-new-tokens 64] [--out assets/results/frontier]
+        [--resume [--chunk-prompts 20]]
 
 For every (K, L, T) and every prompt, one coupled run (`spectr_gbv.coupled`): the draft proposes K
 blocks, the target scores them once, every listed rule verifies that input with identically seeded
@@ -14,6 +15,11 @@ the paired per-prompt differences against spectr and against spectr_gbv (a promp
 iterations within one are dependent, prompts are not). An interval that excludes 0 is a
 difference the rules make, not sampling noise. The released rule is labelled lossy and has no
 theory line. Writes `frontier.json` and `frontier.md` under --out.
+
+With --resume [--chunk-prompts 20] the grid is measured in chunks (one configuration over that many
+prompts) saved under OUT/chunks as each finishes, temperatures in the order listed; run again, it
+skips the chunks on disk, refuses chunks measured under other settings, and assembles the same
+`frontier.json` an uninterrupted run writes (`spectr_gbv.bench.frontier_chunks`).
 
 Prompts: on the default pair the paper suite (`assets/prompts/paper_suite.json`), taken across its
 five families in turn; on the teaching pairs, short prompts in their own words.
@@ -90,12 +96,15 @@ def rule_rows(per_prompt: dict[str, dict[str, list[float]]], methods: Sequence[s
 
 
 def measure(pair, prompt_ids: list[list[int]], methods: Sequence[str], K: int, L: int, T: float, max_new_tokens: int,
-            log=lambda line: None, references: Sequence[str] = REFERENCES, on_step=lambda step: None) -> list[dict]:
-    """One configuration: per-prompt coupled runs (prompt i with seed i), then one row per rule (`rule_rows`).
+            log=lambda line: None, references: Sequence[str] = REFERENCES, on_step=lambda step: None,
+            first_seed: int = 0) -> list[dict]:
+    """One configuration: per-prompt coupled runs, then one row per rule (`rule_rows`). A prompt's seed
+    is its index in the whole list (`first_seed` for the first given): a chunk of prompts gets the
+    numbers the whole list gets.
 
     `on_step` sees every coupled step as it finishes (the app's Grid ticks its budget and its Stop there)."""
     per_prompt: dict[str, dict[str, list[float]]] = {m: {k: [] for k in METRICS} for m in methods}
-    for seed, ids in enumerate(prompt_ids):
+    for seed, ids in enumerate(prompt_ids, start=first_seed):
         config = DecodeConfig(method=leader_of(methods), num_drafts=K, draft_length=L, temperature=T,
                               max_new_tokens=max_new_tokens, seed=seed)
         run = CoupledRun(config, list(methods), list(ids))
@@ -163,6 +172,62 @@ def without_nan(value):
     return value
 
 
+def write_results(out: Path, pair, args, rows: list[dict], done: int, total: int, note: str) -> str:
+    """`frontier.md` and `frontier.json` under `out` for the configurations measured so far; the markdown.
+    `note` closes the header: the command, its time and how much of the grid this is."""
+    md = "\n\n".join([
+        f"Pair: {pair.info.label}; target {pair.target.name}, draft {pair.draft.name}; {args.prompts} prompts, "
+        f"{args.max_new_tokens} new tokens each; coupled (same drafts and draws for every rule; leader "
+        f"{leader_of(args.methods)}). Means over prompts; differences are paired per prompt, mean "
+        f"[95 % t-interval], bold where the interval excludes 0. {note}",
+        markdown(rows),
+        "**Best exact rule by E[tau given drafts]**\n\n" + "\n".join(winners(rows)),
+    ])
+    (out / "frontier.md").write_text(md + "\n")
+    (out / "frontier.json").write_text(json.dumps(without_nan({
+        "pair": args.pair, "prompts": args.prompts, "max_new_tokens": args.max_new_tokens,
+        "configurations_done": done, "configurations": total, "rows": rows}), indent=1))
+    return md
+
+
+def run_in_chunks(pair, args, texts: list[str], prompt_ids: list[list[int]], command: str,
+                  log) -> tuple[list[dict], str]:
+    """--resume: measure the chunks not on disk yet (`frontier_chunks`), temperature by temperature
+    as listed, and assemble the results from every chunk after each one."""
+    from . import frontier_chunks as chunks
+
+    out = Path(args.out)
+    store = chunks.ChunkStore(out, chunks.run_settings(pair, args))
+    ranges = chunks.chunk_ranges(len(prompt_ids), args.chunk_prompts)
+    digests = [chunks.prompts_digest(texts[start:stop]) for start, stop in ranges]
+    grid = chunks.grid_order(args.drafts, args.lengths, args.temperatures)
+    todo = len(grid) * len(ranges)
+
+    def assemble() -> tuple[list[dict], str]:
+        complete = store.assembled(grid, ranges, digests)
+        rows = [row for key in grid if key in complete for row in rule_rows(complete[key], args.methods, *key)]
+        finished = sum(store.load(*key, *r, d) is not None for key in grid for r, d in zip(ranges, digests))
+        progress = "" if finished == todo else (f"; partial: {finished} of {todo} chunks of {args.chunk_prompts} "
+                                                "prompts, resumable with the same command")
+        note = (f"Command: `{command.strip()}` ({store.seconds():.0f} s measuring over "
+                f"{finished} chunks{progress}).")
+        return rows, write_results(out, pair, args, rows, len(complete), len(grid), note)
+
+    for K, L, T in chunks.work_order(args.drafts, args.lengths, args.temperatures):
+        for (start, stop), prompts in zip(ranges, digests):
+            if store.load(K, L, T, start, stop, prompts) is not None:
+                continue
+            begun = time.perf_counter()
+            measured = measure(pair, prompt_ids[start:stop], args.methods, K, L, T, args.max_new_tokens,
+                               first_seed=start)
+            store.save(K, L, T, start, stop, prompts, {row["method"]: row["per_prompt"] for row in measured},
+                       time.perf_counter() - begun)
+            log(f"K = {K}, L = {L}, T = {T}: prompts {start}..{stop - 1} "
+                f"({time.perf_counter() - begun:.0f} s)")
+            assemble()
+    return assemble()
+
+
 def main(argv: Sequence[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default=DEFAULT_KEY, help=f"a key of spectr_gbv.pairs.PAIRS (default {DEFAULT_KEY})")
@@ -173,17 +238,36 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     parser.add_argument("--methods", nargs="+", default=DEFAULT_METHODS)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--out", default="assets/results/frontier")
+    parser.add_argument("--resume", action="store_true",
+                        help="measure in chunks saved under OUT/chunks as each finishes, skipping those already there "
+                             "(temperatures in the order listed); results assembled from the chunks")
+    parser.add_argument("--chunk-prompts", type=int, default=None, help="prompts per chunk with --resume (default 20)")
     args = parser.parse_args(argv)
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
         parser.error(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
+    if args.chunk_prompts is not None and not args.resume:
+        parser.error("--chunk-prompts needs --resume")
+    args.chunk_prompts = args.chunk_prompts or 20
+    if args.chunk_prompts < 1:
+        parser.error("--chunk-prompts must be at least 1")
     started = time.perf_counter()
     log = lambda line: print(f"[{time.perf_counter() - started:6.0f} s] {line}", file=sys.stderr, flush=True)  # noqa: E731
     pair = get_pair(args.pair)
-    prompt_ids = [pair.encode(text) for text in prompt_texts(args.pair, args.prompts)]
+    texts = prompt_texts(args.pair, args.prompts)
+    prompt_ids = [pair.encode(text) for text in texts]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python -m spectr_gbv.bench.frontier " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.resume:
+        from .frontier_chunks import SettingsMismatch
+
+        try:
+            rows, md = run_in_chunks(pair, args, texts, prompt_ids, command, log)
+        except SettingsMismatch as refused:
+            parser.exit(2, f"{parser.prog}: refused: {refused}\n")
+        print(md)
+        return rows
     configs = list(itertools.product(args.drafts, args.lengths, args.temperatures))
     rows: list[dict] = []
     for done, (K, L, T) in enumerate(configs, start=1):
@@ -191,19 +275,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
         # Written after every configuration, so an interrupted grid keeps what it measured
         # (the header says how much of it that is).
         progress = "" if done == len(configs) else f"; partial: {done} of {len(configs)} configurations so far"
-        md = "\n\n".join([
-            f"Pair: {pair.info.label}; target {pair.target.name}, draft {pair.draft.name}; {args.prompts} prompts, "
-            f"{args.max_new_tokens} new tokens each; coupled (same drafts and draws for every rule; leader "
-            f"{leader_of(args.methods)}). Means over prompts; differences are paired per prompt, mean "
-            f"[95 % t-interval], bold where the interval excludes 0. Command: `{command.strip()}` "
-            f"({time.perf_counter() - started:.0f} s{progress}).",
-            markdown(rows),
-            "**Best exact rule by E[tau given drafts]**\n\n" + "\n".join(winners(rows)),
-        ])
-        (out / "frontier.md").write_text(md + "\n")
-        (out / "frontier.json").write_text(json.dumps(without_nan({
-            "pair": args.pair, "prompts": args.prompts, "max_new_tokens": args.max_new_tokens,
-            "configurations_done": done, "configurations": len(configs), "rows": rows}), indent=1))
+        md = write_results(out, pair, args, rows, done, len(configs),
+                           f"Command: `{command.strip()}` ({time.perf_counter() - started:.0f} s{progress}).")
     print(md)
     return rows
 
