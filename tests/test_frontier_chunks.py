@@ -37,7 +37,7 @@ def chunk_runs(monkeypatch, stop_after: int | None = None) -> list[tuple]:
         if stop_after is not None and len(measured) == stop_after:
             raise Interrupted
         measured.append((K, L, T, first_seed))
-        return MEASURE(pair, prompt_ids, methods, K, L, T, max_new_tokens, log, first_seed)
+        return MEASURE(pair, prompt_ids, methods, K, L, T, max_new_tokens, log, first_seed=first_seed)
 
     monkeypatch.setattr(frontier, "measure", counted)
     return measured
