@@ -124,7 +124,7 @@ def note_markdown(problems: list[str]) -> str:
 
 # The current tab and the Lesson's step are read from the page (neither has a value of its own); the
 # link is then completed with the page's own address, put into the address bar and copied when allowed.
-SELECTED_TAB_JS = """(...values) => {
+SELECTED_TAB_JS = r"""(...values) => {
   const tab = document.querySelector("#main-tabs button[role='tab'][aria-selected='true']")
     || document.querySelector("button[role='tab'][aria-selected='true']");
   values[values.length - 1] = tab ? tab.textContent.trim() : "";
