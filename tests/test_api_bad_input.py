@@ -75,8 +75,8 @@ wrong_types = st.one_of(
 )
 VALID = {  # one small valid request per endpoint; examples replace some of its arguments
     "/generate": ["toy", "the cat", "sd", 2, 2, 0.7, 5, 0],
-    "/compare": ["toy", "the cat", ["sd", "gbv"], 2, 2, 0.7, 5, 0, True, 1],
-    "/sweep": ["toy", "the", ["sd"], "K", "1, 2", 2, 2, 0.7, 4, 0, 1],
+    "/compare": ["toy", "the cat", ["sd", "gbv"], 2, 2, 0.7, 5, 0, True, 1, None, None],  # no prompt set, no baseline
+    "/sweep": ["toy", "the", ["sd"], "K", "1, 2", 2, 2, 0.7, 4, 0, 1, None],
     "/fidelity": ["two-token", "A", "spectr_gbv", 1, 2, 1.0, 50, 2],
 }
 

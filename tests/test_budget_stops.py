@@ -98,7 +98,7 @@ def test_fidelity_stopped_inside_its_first_run_says_what_would_fit(limits, free_
 def test_over_the_api_a_stop_before_anything_finished_is_a_result_not_an_error(limits, free_estimates):
     with running_app(default_pair="toy", default_prompt="the cat") as url:
         limits(seconds=0)  # after the page is built: its Fidelity slider would have no room at all
-        ok, outputs = call(url, "/compare", ["toy", "the cat", ["sd", "gbv"], 2, 2, 0.7, 10, 0, True, 1])
+        ok, outputs = call(url, "/compare", ["toy", "the cat", ["sd", "gbv"], 2, 2, 0.7, 10, 0, True, 1, None, None])
     assert ok, outputs
     data = outputs[-1]
     assert data["stopped"].startswith("stopped at 0 / 4 runs") and data["partial_run"]["run"] == "the AR baseline"

@@ -104,9 +104,9 @@ def served(tmp_path_factory):
 SIGNATURES = {
     "/generate": "/generate(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed)",
     "/compare": "/compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed, "
-                "coupled, repeats)",
+                "coupled, repeats, prompt_set, baseline)",
     "/sweep": "/sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, "
-              "max_new_tokens, seed, repeats)",
+              "max_new_tokens, seed, repeats, prompt_set)",
     "/fidelity": "/fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens)",
     "/race": "/race(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed)",
 }
