@@ -90,15 +90,17 @@ def resize_sweep_repeats(pair_key, methods, axis, values, num_drafts, draft_leng
 
 
 def wire_events(page) -> None:
-    """Re-size both views' Repeats when what they cost changes (the pair's own change sets Compare's default first)."""
+    """Re-size both views' Repeats when the visitor changes what they cost (the pair's own change sets Compare's
+    default first). On `input`, not `change`: with several quick handlers on one slider's change, Gradio's
+    slider re-sent its change after their updates and the page looped on the server."""
     s, compare, sweep = page.sidebar, page.tab_handles.compare, page.tab_handles.sweep
     hidden = dict(queue=False, show_progress="hidden")
     for control in (s.methods, s.num_drafts, s.draft_length, s.max_new_tokens, compare.coupled, compare.prompt_set):
-        private.on(control.change, resize_compare_repeats,
+        private.on(control.input, resize_compare_repeats,
                    [s.pair, s.methods, s.num_drafts, s.draft_length, s.max_new_tokens, compare.coupled,
                     compare.prompt_set, compare.repeats], compare.repeats, **hidden)
     for control in (s.pair, s.methods, s.num_drafts, s.draft_length, s.max_new_tokens, sweep.values,
                     sweep.prompt_set):
-        private.on(control.change, resize_sweep_repeats,
+        private.on(control.input, resize_sweep_repeats,
                    [s.pair, s.methods, sweep.axis, sweep.values, s.num_drafts, s.draft_length, s.max_new_tokens,
                     sweep.prompt_set, sweep.repeats], sweep.repeats, **hidden)

@@ -14,6 +14,7 @@ from typing import Callable, Mapping
 import gradio as gr
 
 from . import cost, pre_start, private
+from .errors import user_errors
 from .runs import MAX_REPEATS
 from .settings import (MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, check_choice, check_method, check_methods,
                        check_pair_key, number)
@@ -106,11 +107,15 @@ def wire(row: FixRow, inputs: Mapping[str, gr.components.Component], targets: Ma
     def refresh(*values):
         return updates(row.view, dict(zip(names, values)), parse_values)
 
-    for listener in [c.change for c in components] + [run_button.click]:
+    # A visitor's own edits (`input`), not every `change`: with several quick handlers on one slider's change,
+    # Gradio's slider re-sent its change after each of their updates, and the page looped on the server.
+    # A fix applied by a button refreshes the note itself (its `then`).
+    for listener in [c.input for c in components] + [run_button.click]:
         private.on(listener, refresh, components, outputs, **quick)
     for setting, button in row.buttons.items():
-        private.on(button.click, _applier(row.view, names, setting, parse_values), components, targets[setting],
-                   **quick)
+        applied = private.on(button.click, _applier(row.view, names, setting, parse_values), components,
+                             targets[setting], **quick)
+        applied.then(user_errors(refresh), components, outputs, preprocess=False, api_visibility="private", **quick)
 
 
 def _applier(view: str, names: list[str], setting: str, parse_values: Callable | None):
