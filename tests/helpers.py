@@ -7,6 +7,7 @@ a module importing one helper does not load them all.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections import Counter
@@ -171,3 +172,15 @@ def assert_first_two_tokens_follow_the_target_law(target, draft) -> None:
         for seed in range(1200)
     ]
     assert chi_square_p_value(samples, law) > 1e-3
+
+
+@contextlib.contextmanager
+def one_torch_thread():
+    """One torch thread for tiny models: they gain nothing from two, and on a busy machine the second
+    thread's waits made their runs ten times slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

@@ -18,6 +18,7 @@ from spectr_gbv.models import compiled
 from spectr_gbv.models.hf import load_pair
 from spectr_gbv.models.hf_session import HFSession
 from spectr_gbv.models.static_session import StaticHFSession
+from helpers import one_torch_thread
 from tiny_models import save_tiny_llama
 
 pytestmark = pytest.mark.unit
@@ -27,12 +28,8 @@ PROMPT = [3, 4, 5, 6]
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    """One torch thread: tiny models gain nothing from two, and on a busy machine the second
-    thread's waits made these runs ten times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")
