@@ -201,7 +201,7 @@ def _join_and_leave(url: str, api_name: str, args: list, after_s: float) -> None
 
 def test_compare_stops_within_10_s_of_its_visitor_leaving(server):
     url, _demo, calls = server(cost="cpu", seconds=0.002)
-    args = ["default", "the cat", ["sd", "gbv", "spectr", "spectr_gbv"], 4, 4, 0.8, 200, 0, True, 1]
+    args = ["default", "the cat", ["sd", "gbv", "spectr", "spectr_gbv"], 4, 4, 0.8, 200, 0, True, 1, None, None]
     _join_and_leave(url, "compare", args, after_s=1.0)
     left = time.monotonic()
     assert len(calls) > 50  # it was computing
