@@ -37,7 +37,7 @@ def test_limits_come_from_the_environment(monkeypatch):
 
 
 def test_k_times_l_over_the_memory_limit_is_refused():
-    with pytest.raises(gr.Error, match="K x L = 8 x 16 = 128 .*limit of \d+ drafted tokens"):
+    with pytest.raises(gr.Error, match=r"K x L = 8 x 16 = 128 .*limit of \d+ drafted tokens"):
         toy_generate(K=8, L=16)
     assert_next_request_succeeds()
 
