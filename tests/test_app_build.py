@@ -159,3 +159,27 @@ def test_the_about_tab_shows_the_algorithms_document_in_a_closed_accordion():
     assert "$" not in about.ALGORITHMS.read_text()  # LaTeX off loses nothing
     assert "](" not in "".join(line for line in text.value.splitlines() if ".md" in line)  # no dead file links
     assert "the derivations are in the section below" in about.about_markdown()
+
+
+def test_private_answers_carry_no_lone_surrogate():
+    """A handler that echoes a lone surrogate must answer text JSON can carry (else the stream closes wordless)."""
+    import json
+
+    from components.tabs.sidebar import pair_name_html
+    from components.wiring.errors import carrying
+
+    def echo(text):
+        return [text, {"__type__": "update", "value": text}, (text, 3)]
+
+    def echoes(text):
+        yield echo(text)
+
+    junk = "the \ud800 cat"
+    with pytest.raises(UnicodeEncodeError):
+        json.dumps(echo(junk), ensure_ascii=False).encode()
+    for answer in (carrying(echo)(junk), next(carrying(echoes)(junk))):
+        assert json.dumps(answer, ensure_ascii=False).encode().decode() == json.dumps(
+            ["the \\ud800 cat", {"__type__": "update", "value": "the \\ud800 cat"}, ["the \\ud800 cat", 3]],
+            ensure_ascii=False)
+    assert carrying(echo).__name__ == "echo"  # Gradio names the event after it
+    assert "\\ud800" in pair_name_html(junk) and "\ud800" not in pair_name_html(junk)

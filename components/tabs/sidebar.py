@@ -10,6 +10,7 @@ from spectr_gbv.pairs import PAIRS, pair_key_of
 
 from ..serving import limits
 from ..wiring import caps, classroom, private, share
+from ..wiring.errors import plain
 from ..wiring.explorer_js import PRESENTATION_JS
 from ..wiring.inputs import DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, PAIR_CHOICES, compare_choices, default_compare, method_choices, prompt_for_pair
 from ..wiring.page import Sidebar
@@ -23,7 +24,7 @@ PLAYGROUND_NOTE = ("**K and L** are set on the Playground itself while it is ope
 def pair_name_html(pair_key) -> str:
     """The chosen pair's whole name (its label; a typed 'TARGET, DRAFT' as typed), for the line under the box."""
     key = pair_key_of(pair_key) if isinstance(pair_key, str) else ""
-    name = PAIRS[key].label if key in PAIRS else str(pair_key or "")[:200]
+    name = PAIRS[key].label if key in PAIRS else plain(str(pair_key or "")[:200])
     return f'<div class="pair-name">{html.escape(name)}</div>'
 
 

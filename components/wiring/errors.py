@@ -97,6 +97,38 @@ def plain(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def carryable(value):
+    """`value` with every string in it (walked through lists, tuples and dict values) made `plain`.
+
+    A handler that echoes its input (a typed pair name, say) would otherwise hand Gradio a lone
+    surrogate, which its JSON encoder refuses halfway through the answer: the visitor's stream
+    closes with no words. Other values (figures, numbers, components as dict keys) pass as they are."""
+    if isinstance(value, str):
+        return plain(value)
+    if isinstance(value, dict):
+        return {key: carryable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [carryable(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(carryable(item) for item in value)
+    return value
+
+
+def carrying(fn):
+    """`fn` (a function or a generator) with every result made `carryable`."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def stream(*args, **kwargs):
+            for item in fn(*args, **kwargs):
+                yield carryable(item)
+        return stream
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return carryable(fn(*args, **kwargs))
+    return call
+
+
 def release_memory() -> None:
     import gc
 
