@@ -32,3 +32,10 @@ def test_the_table_says_how_to_read_speedups_against_the_fastest_plain_decoding(
     assert "| ar [fp16-weights] | 0 | 0 |" in text
     plain = markdown(result | {"rows": result["rows"][:2]})
     assert "divided by" not in plain
+
+
+def test_the_table_names_the_mode_the_target_ran_in():
+    result = {"cpu": "CPU: x", "target": "t", "draft": "d", "device": "cpu", "machine": "m", "prompts": ["code"],
+              "max_new_tokens": 8, "temperature": 0.7, "rounds": 3, "best_settings": {}, "rows": [row("ar", 1.0)]}
+    assert "Target: t (compiled: AR and every method use it" in markdown(result | {"target_mode": "compiled"})
+    assert "Target: t (eager:" in markdown(result)  # results written before the mode was recorded ran eagerly

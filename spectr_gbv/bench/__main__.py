@@ -17,6 +17,9 @@ Wall clock, this machine only, in the lean mode (`generate(..., detail=False)`):
   the target's kernel and in float32; a method's speedup over the faster of them is printed
   beside its speedup over ours.
 
+With `SPECTR_GBV_COMPILE=1` the target's forwards are compiled (and checked) before anything is
+timed, so AR and every method use the compiled target; the header says which mode ran.
+
 `--search`: a small (K, L) grid per method on half the prompts and tokens, one round,
 reporting each method's best setting on this machine; the main run then uses it.
 """
@@ -37,6 +40,7 @@ import torch
 
 from .. import generate
 from ..methods import METHODS
+from ..models.compiled import serving_mode
 from ..models.hf import HFModel, chat_prompt_ids, load_model, load_pair
 from ..prompt_sets import bench_prompts
 from .counts import count_loop
@@ -155,7 +159,8 @@ def search(target, draft, prompts, methods, T, n) -> tuple[dict, list[dict]]:
 def run(args) -> dict:
     target, draft, tokenizer = load_pair(args.target, args.draft)
     kernel = getattr(target.loaded, "kernel", None)  # the default target's CPU kernel (models.cpu_kernel)
-    print(cpu_line(kernel), flush=True)
+    mode = serving_mode(target)  # "compiled" when $SPECTR_GBV_COMPILE asked for it and the compile passed its check
+    print(cpu_line(kernel) + f"; target {mode}", flush=True)
     texts = bench_prompts()
     prompts = [chat_prompt_ids(tokenizer, text) for text in texts.values()]
     n, T = args.max_new_tokens, args.temperature
@@ -182,7 +187,7 @@ def run(args) -> dict:
     return {
         "target": target.name, "draft": draft.name, "device": str(target.device),
         "machine": f"{platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads",
-        "cpu": cpu_line(kernel), "kernel": kernel.summary() if kernel is not None else None,
+        "cpu": cpu_line(kernel), "target_mode": mode, "kernel": kernel.summary() if kernel is not None else None,
         "prompts": list(texts), "max_new_tokens": n, "temperature": T, "rounds": args.rounds,
         "best_settings": {m: list(v) for m, v in best.items()}, "search": search_rows, "rows": rows,
         "command": "python -m spectr_gbv.bench " + " ".join(args.argv),
@@ -233,7 +238,8 @@ def _row(r: dict) -> str:
 def markdown(result: dict) -> str:
     lines = [
         result.get("cpu", ""), "",
-        f"Target: {result['target']}; draft: {result['draft']}; device: {result['device']} ({result['machine']}); "
+        f"Target: {result['target']} ({result.get('target_mode', 'eager')}: AR and every method use it; "
+        f"the peer's `generate` runs eagerly); draft: {result['draft']}; device: {result['device']} ({result['machine']}); "
         f"prompts: {', '.join(result['prompts'])}; {result['max_new_tokens']} new tokens each; T = {result['temperature']}; "
         f"lean mode; every run warmed up, plain decoding interleaved with each run prompt by prompt, each the fastest of "
         f"{result['rounds']} rounds. Command: `{result.get('command', 'python -m spectr_gbv.bench')}`.",
