@@ -97,3 +97,19 @@ def test_bad_choices_are_named_and_a_rule_absent_from_the_file_is_refused():
         grid_saved.show_saved(T07, "median")
     with pytest.raises(Exception, match="both SpecTr"):
         grid_saved.show_saved(T07, "gain", "spectr", "spectr")
+
+
+def test_a_file_that_is_not_a_frontier_result_is_left_out_and_the_others_listed(tmp_path, monkeypatch):
+    good = tmp_path / "good" / "frontier.json"
+    good.parent.mkdir()
+    good.write_text((grid_saved.RESULTS / T07).read_text())
+    for name, text in (("broken", "{not json"), ("other", '{"rows": [{"no": "T"}]}')):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "frontier.json").write_text(text)
+    monkeypatch.setattr(grid_saved, "RESULTS", tmp_path)
+    grid_saved.saved_results.cache_clear()
+    try:
+        assert list(grid_saved.saved_results()) == ["good/frontier.json"]
+        assert grid_saved.show_saved("good/frontier.json").data["table"]
+    finally:
+        grid_saved.saved_results.cache_clear()

@@ -15,6 +15,7 @@ listing. It is the gradio_client endpoint `/grid_saved`.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shlex
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "assets" / "results"
 FILE_NAME = "frontier.json"
 DEFAULT_SAVED = "frontier_grid/T0.7/frontier.json"  # the README's frontier at the app's default T
+LOG = logging.getLogger("spectr_gbv.grid_saved")
 RECORDED = re.compile(r"Command: `(python -m spectr_gbv\.bench\.frontier[^`]*)`")
 
 
@@ -58,12 +60,16 @@ def saved_results() -> dict[str, SavedResult]:
     are the repository's)."""
     found = {}
     for path in sorted(RESULTS.rglob(FILE_NAME)):
-        rows = read_rows(path)
+        try:
+            rows = read_rows(path)
+            temperatures = sorted({float(r["T"]) for r in rows})
+        except (OSError, ValueError, KeyError, TypeError):  # not a frontier result: left out, the page still opens
+            LOG.warning("%s does not read as a frontier result; not listed", path)
+            continue
         if not rows:
             continue
         folder = " / ".join(path.parent.relative_to(RESULTS).parts)
         size = f"{rows[0]['prompts']} prompts x {_about(path)[1]} tokens"
-        temperatures = sorted({float(r["T"]) for r in rows})
         for t in temperatures:
             several = len(temperatures) > 1
             key = f"{_where(path)}@{t:g}" if several else _where(path)
