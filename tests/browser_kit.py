@@ -60,6 +60,15 @@ def wait_for(driver, css: str, at_least: int = 1):
     WebDriverWait(driver, TIMEOUT).until(lambda d: count(d, css) >= at_least, message=f"waiting for {at_least} x {css}")
 
 
+def choose(driver, field: str, option: str) -> None:
+    """Pick `option` in the dropdown whose input `field` (CSS) finds, as a user does: open it, click the option."""
+    driver.find_element(By.CSS_SELECTOR, field).click()
+    item = wait_until(driver, lambda d: next((o for o in d.find_elements(By.CSS_SELECTOR, "li[role='option']")
+                                              if o.get_attribute("aria-label") == option), None), f"option {option}")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'nearest'});", item)
+    item.click()
+
+
 def scroll_to(driver, css: str) -> None:
     driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", driver.find_element(By.CSS_SELECTOR, css))
 

@@ -8,7 +8,7 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from app_server import running_app
-from browser_kit import browser, open_tab, wait_for, wait_until  # noqa: F401
+from browser_kit import browser, choose, open_tab, wait_for, wait_until  # noqa: F401
 from components.tabs import fidelity
 from components.wiring.inputs import DEFAULT_K, DEFAULT_L, EXAMPLES
 from spectr_gbv import METHODS
@@ -18,21 +18,13 @@ pytestmark = pytest.mark.browser
 
 RELEASED = "spectr_gbv_released"
 RUNS = "#fidelity-runs input[type='number']"
+PAIR_FIELD = "input[aria-label='Model pair']"
 
 
 @pytest.fixture(scope="module")
 def url():
     with running_app() as address:  # the default pair and its default prompt, as a visitor finds them
         yield address
-
-
-def choose(driver, label: str, option: str) -> None:
-    """Pick `option` in the dropdown labelled `label`, as a user does: open it, click the option."""
-    driver.find_element(By.CSS_SELECTOR, f"input[aria-label='{label}']").click()
-    item = wait_until(driver, lambda d: next((o for o in d.find_elements(By.CSS_SELECTOR, "li[role='option']")
-                                              if o.get_attribute("aria-label") == option), None), f"option {option}")
-    driver.execute_script("arguments[0].scrollIntoView({block: 'nearest'});", item)
-    item.click()
 
 
 def prompt(driver) -> str:
@@ -55,9 +47,9 @@ def test_choosing_the_two_token_example_gives_it_its_prompt_and_fidelity_n(brows
     open_tab(browser, "Fidelity")  # its controls are mounted when it is first shown
     wait_for(browser, RUNS)
     assert prompt(browser) == EXAMPLES[0][1] and runs(browser) == str(fidelity.default_runs(DEFAULT_KEY))
-    choose(browser, "Model pair", PAIRS[TWO_TOKEN_KEY].label)
+    choose(browser, PAIR_FIELD, PAIRS[TWO_TOKEN_KEY].label)
     wait_until(browser, lambda d: prompt(d) == "A", "the two-token example's own prompt")
-    choose(browser, "Method (Generate, Fidelity)", METHODS[RELEASED].label)
+    choose(browser, "input[aria-label='Method (Generate, Fidelity)']", METHODS[RELEASED].label)
     own = fidelity.default_runs(TWO_TOKEN_KEY, RELEASED, DEFAULT_K, DEFAULT_L, 3)
     wait_until(browser, lambda d: runs(d) == str(own), f"N = {own}, the pair's own default")
     # Fidelity from its own settings: the released rule is outside the band
@@ -68,5 +60,5 @@ def test_choosing_the_two_token_example_gives_it_its_prompt_and_fidelity_n(brows
     browser.find_element(By.ID, "generate-button").click()
     wait_for(browser, "#generate-output .tok")
     # back to the default pair: its default prompt again
-    choose(browser, "Model pair", PAIRS[DEFAULT_KEY].label)
+    choose(browser, PAIR_FIELD, PAIRS[DEFAULT_KEY].label)
     wait_until(browser, lambda d: prompt(d) == EXAMPLES[0][1], "the default pair's prompt back")

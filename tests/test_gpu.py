@@ -31,6 +31,7 @@ from spectr_gbv.pairs import PAIRS
 from components.serving import gpu, limits
 from components.tabs import compare, explorer, fidelity, generate, sweep
 from components.wiring import inputs
+from components.wiring.prompt_set_choice import set_prompts
 from components.render.grid import draft_grid_html
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,6 +98,26 @@ def test_bad_input_asks_for_the_minimum_so_the_handler_can_refuse_it():
     assert gpu.request_seconds(gpu.sweep_cost, (PAIR_KEY, "x", ["sd"], "K", "1, two", 4, 4, 0.7, 40, 0), {}) == gpu.MIN_SECONDS
     over = limits.LIMITS.fidelity_runs_llm + 10  # refused by the handler at once: no 120 s asked for it
     assert gpu.request_seconds(gpu.fidelity_cost, (PAIR_KEY, "x", "sd", 1, 2, 0.7, over, 3), {}) == gpu.MIN_SECONDS
+
+
+@pytest.mark.unit
+def test_a_prompt_set_multiplies_the_duration_by_its_prompts_and_a_bad_name_asks_the_minimum():
+    def unclamped(cost, *args) -> float:  # the sum `seconds` clamps: a set of 20 is past MAX_SECONDS
+        return sum(run.seconds() for run in cost(*args))
+
+    compare = (PAIR_KEY, "x", ["sd", "spectr"], 4, 4, 0.7, 40, 0, True, 2)
+    one, over_set = unclamped(gpu.compare_cost, *compare, "prompt"), unclamped(gpu.compare_cost, *compare, "suite-20")
+    assert over_set == pytest.approx(20 * one)
+    assert unclamped(gpu.compare_cost, *compare, None) == one  # a call that names no set: the prompt alone
+    examples = len(set_prompts("examples", PAIR_KEY, "x"))
+    assert unclamped(gpu.compare_cost, *compare, "examples") == pytest.approx(examples * one) and examples > 1
+    sweep = (PAIR_KEY, "x", ["sd"], "K", "1, 2", 4, 4, 0.7, 20, 0, 1)
+    assert unclamped(gpu.sweep_cost, *sweep, "suite-10") == pytest.approx(10 * unclamped(gpu.sweep_cost, *sweep))
+    assert gpu.seconds(gpu.compare_cost(*compare, "suite-20")) == gpu.MAX_SECONDS
+    for bad in ("suite-7", "../examples", 3, ["examples"]):  # the handler refuses these with words
+        assert gpu.request_seconds(gpu.compare_cost, (*compare, bad), {}) == gpu.MIN_SECONDS
+        assert gpu.request_seconds(gpu.sweep_cost, (*sweep, bad), {}) == gpu.MIN_SECONDS
+    assert gpu.compare_cost("toy", "the", ["sd"], 4, 4, 0.7, 40, 0, True, 1, "suite-20") is None  # still no GPU
 
 
 def _run_seconds_before_one_cost_model(run) -> float:

@@ -23,7 +23,7 @@ from raw_api import call, join, run
 
 pytestmark = pytest.mark.slow
 
-PUBLIC = {"generate", "compare", "race", "sweep", "grid", "fidelity"}
+PUBLIC = {"generate", "compare", "race", "sweep", "grid", "grid_saved", "fidelity"}
 JUNK = {  # each makes the arguments of an event taking n inputs
     "None": lambda n: [None] * n,
     "nested lists": lambda n: [[[1, [2, "x"]], []]] * n,

@@ -48,7 +48,7 @@ from . import visitors
 
 LOG = logging.getLogger("spectr_gbv.gate")
 API = "/gradio_api/"
-PUBLIC = ("generate", "compare", "race", "sweep", "fidelity")  # the API's named endpoints
+PUBLIC = ("generate", "compare", "race", "sweep", "grid", "grid_saved", "fidelity")  # the API's named endpoints
 SESSION_HASH_CHARS = 128  # Gradio's browser client makes 11 characters, gradio_client a 36-character uuid
 MAX_JOIN_BYTES = 256 * 1024  # a join's JSON body: the prompt is at most SPECTR_GBV_MAX_PROMPT_TOKENS tokens
 MAX_VISITORS = 10_000  # token buckets kept; the least recently seen visitor's is dropped first

@@ -7,7 +7,7 @@ On a ZeroGPU Space the platform installs `spaces` and sets SPACES_ZERO_GPU. Then
 * models are placed on `cuda` when the app starts (`at_start`): ZeroGPU packs what is on
   cuda at start and hands it to every GPU worker, so a request does not load a model;
 * every handler that runs a model is under `spaces.GPU` (`on_gpu(cost)`), with a duration
-  computed from the request (`seconds`: tokens, K, L, number of methods, runs), clamped to
+  computed from the request (`seconds`: tokens, K, L, number of methods, runs, prompts of a set), clamped to
   [MIN_SECONDS, MAX_SECONDS]. ZeroGPU refuses a call whose duration is more than the
   visitor's quota has left (an anonymous visitor has 2 minutes a day), so asking for the
   work's size, not a fixed 120 s, is what lets a visitor make more than one call. A request
@@ -25,13 +25,13 @@ and `at_start` does nothing: the pairs load on first use, as before.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import logging
 import math
 import os
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterable
 
 try:  # first: ZeroGPU's `spaces` must patch torch before anything initialises CUDA
@@ -71,7 +71,7 @@ MIN_SECONDS = 10
 MAX_SECONDS = _env_int("SPECTR_GBV_GPU_MAX_SECONDS", 120)  # an anonymous visitor's whole daily quota
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Run:
     """One decoding run a request makes (or `repeats` identical ones)."""
 
@@ -120,6 +120,24 @@ def generate_runs(run: RunRequest) -> list[Run] | None:
     return [_run(run.method, run.num_drafts, run.draft_length, run.max_new_tokens)] if _needs_model(run.pair_key) else None
 
 
+def set_size(run: RunRequest) -> int:
+    """How many prompts a Compare or Sweep runs over: its prompt set's size, as the handlers resolve it.
+
+    An unknown name raises (the request then asks for the minimum and the handler refuses it)."""
+    # Imported here, not at the top: serving is imported before the wiring (and before gradio), and the set's
+    # prompts are the wiring's (a pair's examples, the suite); by the time ZeroGPU asks, both are loaded.
+    from components.wiring.prompt_set_choice import check_set_name
+    from components.wiring.prompt_set_choice import set_size as prompts_in_set
+
+    return prompts_in_set(check_set_name(run.prompt_set), run.pair_key)
+
+
+def _over_set(runs: list[Run], run: RunRequest) -> list[Run]:
+    """`runs` once per prompt of the request's set (every run, AR included, is made for each prompt)."""
+    size = set_size(run)
+    return [dataclasses.replace(each, repeats=each.repeats * size) for each in runs]
+
+
 def compare_runs(run: RunRequest) -> list[Run] | None:
     if not _needs_model(run.pair_key):
         return None
@@ -128,7 +146,7 @@ def compare_runs(run: RunRequest) -> list[Run] | None:
             _drafted(run.num_drafts, run.draft_length, run.max_new_tokens, len(run.methods) * repeats)]
     if run.coupled:  # one more pass per seed: shared drafts, which every method verifies
         runs.append(_drafted(run.num_drafts, run.draft_length, run.max_new_tokens, repeats))
-    return runs
+    return _over_set(runs, run)
 
 
 def sweep_runs(run: RunRequest) -> list[Run] | None:
@@ -136,8 +154,9 @@ def sweep_runs(run: RunRequest) -> list[Run] | None:
         return None
     # The values split as app.parse_values splits them (which also checks them, in the handler).
     swept = [float(part) for part in str(run.values or "").replace(";", ",").replace(" ", ",").split(",") if part]
-    return [_drafted(value if run.axis == "K" else run.num_drafts, value if run.axis == "L" else run.draft_length,
-                     run.max_new_tokens, len(run.methods) * int(run.repeats)) for value in swept]
+    return _over_set([_drafted(value if run.axis == "K" else run.num_drafts,
+                               value if run.axis == "L" else run.draft_length,
+                               run.max_new_tokens, len(run.methods) * int(run.repeats)) for value in swept], run)
 
 
 def fidelity_runs(run: RunRequest) -> list[Run] | None:

@@ -39,7 +39,7 @@ from ..wiring.run_events import back_to_idle, run_events
 from ..wiring.runs import STOPS, Stop, pair_label
 from ..wiring.settings import (MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE, check_choice,
                                check_methods, check_pair_key, number, settings, shown)
-from . import generate
+from . import generate, grid_saved
 
 OUT_FOLDER = "kl-grid"  # where the shown command writes frontier.json and frontier.md
 MIN_PROMPTS = 2  # a paired interval needs two prompts
@@ -276,6 +276,7 @@ class GridTab:
     inputs: dict[str, gr.components.Component]  # the tab's own controls, by RunRequest field
     outputs: dict[str, gr.components.Component]
     downloads: tuple = ()
+    saved: grid_saved.SavedControls | None = None  # a saved frontier result, drawn without a run
 
 
 def build(page) -> None:
@@ -307,6 +308,7 @@ def build(page) -> None:
             stop_button = gr.Button("Stop", variant="secondary", elem_id="grid-stop-button", scale=1)
             fit_button = gr.Button("Fit the prompts to the budget", variant="secondary", elem_id="grid-fit-button",
                                    scale=1)
+        saved = grid_saved.controls()
         header = gr.Markdown(elem_id="grid-header")
         heatmap = gr.Plot(label="K x L grid", elem_id="grid-heatmap", show_label=False, min_width=MIN_WIDTH)
         how_to_read("grid")
@@ -315,7 +317,7 @@ def build(page) -> None:
     page.tab_handles.grid = GridTab(
         button, stop_button, fit_button, inputs=dict(grid_drafts=drafts, grid_lengths=lengths, num_prompts=prompts,
                                          grid_tokens=tokens, cell_value=cell_value, rule=rule, baseline=baseline),
-        outputs=dict(header=header, heatmap=heatmap, data=data), downloads=(files, command))
+        outputs=dict(header=header, heatmap=heatmap, data=data), downloads=(files, command), saved=saved)
 
 
 def wire_events(page) -> None:
@@ -333,6 +335,10 @@ def wire_events(page) -> None:
     running = run_events(tab.button.click, tab.button, run_grid, inputs, tab.outputs, message="header",
                          clear=("heatmap", "data"), api_name="grid", concurrency_id="models", preprocess=False)
     wire_downloads(running, tab.outputs["data"], *tab.downloads)
+    shown = run_events(tab.saved.button.click, tab.saved.button, grid_saved.show_saved,
+                       [tab.saved.chosen, i["cell_value"], i["rule"], i["baseline"]], tab.outputs, message="header",
+                       clear=("heatmap", "data"), api_name="grid_saved", preprocess=False)
+    wire_downloads(shown, tab.outputs["data"], *tab.downloads)
     # Stop, as Generate's: the grid sees it after its coupled step in progress and keeps what finished; in a
     # ZeroGPU worker it cannot, so there the event is cancelled.
     if gpu.ON_ZEROGPU:

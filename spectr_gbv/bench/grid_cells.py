@@ -133,6 +133,15 @@ def cell_row(c: Cell, value: str) -> dict:
             "tied_with_rule": list(c.tied), "coincide_with_rule": list(c.same)}
 
 
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a frontier.json, a NaN (a rule with no theory line, which the file writes as null) restored."""
+    rows = json.loads(Path(path).read_text())["rows"]
+    for row in rows:
+        row["per_prompt"] = {k: [math.nan if v is None else v for v in values]
+                             for k, values in row["per_prompt"].items()}
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> list[dict]:
     """Print the cells of a frontier.json as JSON rows (`cell_row`); returns them."""
     parser = argparse.ArgumentParser(prog="python -m spectr_gbv.bench.grid_cells", description=__doc__.splitlines()[0])
@@ -142,10 +151,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     parser.add_argument("--baseline", default=DEFAULT_BASELINE)
     parser.add_argument("--temperature", type=float, default=None, help="T (needed when the file has several)")
     args = parser.parse_args(argv)
-    rows = json.loads(Path(args.results).read_text())["rows"]
-    for row in rows:  # the file writes a NaN (a rule with no theory line) as null
-        row["per_prompt"] = {k: [math.nan if v is None else v for v in values]
-                             for k, values in row["per_prompt"].items()}
+    rows = read_rows(Path(args.results))
     try:
         cells = [cell_row(c, args.value)
                  for c in grid_cells(rows, args.value, args.rule, args.baseline, args.temperature)]
