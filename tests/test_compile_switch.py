@@ -2,8 +2,9 @@
 background never holds up a request, a compile that fails or disagrees leaves the target eager
 with one logged line, and a switched target (its static-cache sessions) decodes the same tokens.
 
-A stand-in compiler returns the eager step itself (so the switch, the check and the
-static-cache session run for real, in seconds); tests/test_compiled.py runs torch.compile."""
+A stand-in compiler returns the eager step itself, and a stand-in scoring compiler the eager
+scoring forward (still padded to its bucket), so the switch, the checks and the static-cache
+session run for real, in seconds; tests/test_compiled.py runs torch.compile."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from spectr_gbv import generate
-from spectr_gbv.models import compiled
+from spectr_gbv.models import compiled, compiled_scoring
 from spectr_gbv.models.hf import load_pair
 from spectr_gbv.models.hf_session import HFSession
 from spectr_gbv.models.static_session import StaticHFSession
@@ -38,9 +39,15 @@ def tiny_dirs(tmp_path_factory):
     return save_tiny_llama(root / "target", seed=1), save_tiny_llama(root / "draft", seed=2)
 
 
+def stand_in_scoring(target, capacity: int = compiled.STATIC_CAPACITY) -> None:
+    """The target's scoring buckets "compiled" by the stand-in: no inductor in these tests."""
+    compiled.attach(target, capacity).scoring.compiler = stand_in_scorer
+
+
 @pytest.fixture
 def pair(tiny_dirs):
     target, draft, _ = load_pair(str(tiny_dirs[0]), str(tiny_dirs[1]), device="cpu", compile=False)
+    stand_in_scoring(target)
     return target, draft
 
 
@@ -55,6 +62,10 @@ def greedy_runs(target, draft) -> dict[str, list[int]]:
 
 def stand_in_compiler(base):
     return compiled.eager_step(base)
+
+
+def stand_in_scorer(base, width, layers):
+    return compiled_scoring.eager_scorer(base, layers)
 
 
 # --------------------------------------------------------------------------- the setting
@@ -179,7 +190,8 @@ def test_a_compile_whose_target_does_not_load_logs_one_line(caplog):
 def test_a_session_that_outgrows_its_static_cache_goes_on_eagerly_with_the_same_tokens(tiny_dirs):
     target, draft, _ = load_pair(str(tiny_dirs[0]), str(tiny_dirs[1]), device="cpu", compile=False)
     eager = greedy_runs(target, draft)
-    compiled.attach(target, capacity=12).compile_now(stand_in_compiler)  # the prompt and a few tokens fit
+    stand_in_scoring(target, capacity=12)
+    compiled.attach(target).compile_now(stand_in_compiler)  # the prompt and a few tokens fit
     session = target.start(PROMPT)
     assert isinstance(session, StaticHFSession)
     assert greedy_runs(target, draft) == eager
@@ -207,6 +219,8 @@ def test_static_cache_logits_equal_the_dynamic_caches(pair):
         session.logits.append(session.branch_logits(1))
     for got, expected in zip(static.logits, dynamic.logits):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    # the trees went through the scoring bucket, padded: it passed its check, which counts the cache's entries
+    assert (16, ()) in target.compiled.scoring.ready and not target.compiled.scoring.failed
 
 
 def test_torch_compile_raising_leaves_the_target_eager(pair, monkeypatch, caplog):
