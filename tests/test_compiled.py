@@ -3,7 +3,7 @@ random-weight Llama.
 
 Slow: inductor compiles the step, the default scoring bucket (width 16) and that bucket for a
 fused feature draft once for the module (a few minutes on a busy 2-core machine, less with
-inductor's disk cache); no bucket is compiled on need there. Checks: the
+inductor's disk cache); one test lets the 4 and 8 buckets compile on need, in the background. Checks: the
 compiled step passes its own check and gives eager's logits within fp32's tolerance, step after
 step; the compiled scoring forward, padded to its bucket, gives eager's logits for a tree of two
 drafts of three tokens and leaves the cache as long as eager does; greedy speculative decoding
@@ -176,6 +176,25 @@ def test_a_fused_feature_draft_reads_the_layer_outputs_from_the_compiled_scoring
         states = model.model(torch.tensor([PROMPT + run]), output_hidden_states=True).hidden_states
     expected = torch.cat([states[1], states[2]], dim=-1)[0, : features.shape[0]]
     torch.testing.assert_close(features, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_buckets_compiled_in_the_background_while_runs_go_on_give_the_same_tokens(compiled_pair):
+    """What the app does: a run needs the 8 (and 4) buckets, inductor compiles them in the
+    background thread while runs go on compiled in this one, and later sessions use them."""
+    target, draft = compiled_pair
+    scoring = target.compiled.scoring
+    before = greedy_runs(target, draft)
+    scoring.on_need = True
+    try:
+        during = greedy_runs(target, draft)  # at T = 0 the trees are 8 and 4 wide: both buckets wanted
+        while scoring.worker is not None and scoring.worker.is_alive():
+            assert greedy_runs(target, draft) == before
+        assert {(4, ()), (8, ())} <= set(scoring.ready) and not scoring.failed
+    finally:
+        scoring.on_need = False
+    calls = counted(target)
+    assert during == before and greedy_runs(target, draft) == before
+    assert calls[8, ()] > 0 and calls[4, ()] > 0 and calls[16, ()] == 0
 
 
 # --------------------------------------------------------------------------- a bucket that stays eager
