@@ -289,3 +289,32 @@ def test_generate_on_a_teaching_pair_names_no_mode():
     *_, last = generate_stream("toy", "the cat", "sd", 1, 2, 0.7, 4, 0)
     assert "target eager" not in last.metrics_line and "target compiled" not in last.metrics_line
     assert "seed 0" in last.metrics_line
+
+
+def test_the_start_compiles_the_app_defaults_bucket_and_the_buckets_hold_the_apps_largest_tree():
+    from components.serving.limits import LIMITS
+    from components.wiring.inputs import DEFAULT_K, DEFAULT_L
+
+    assert (compiled_scoring.DEFAULT_DRAFTS, compiled_scoring.DEFAULT_LENGTH) == (DEFAULT_K, DEFAULT_L)
+    assert compiled_scoring.bucket_for(1 + DEFAULT_K * DEFAULT_L) == compiled_scoring.default_bucket()
+    assert compiled_scoring.bucket_for(1 + LIMITS.block_tokens) is not None  # one pending token, K x L nodes
+    assert [compiled_scoring.bucket_for(w) for w in (1, 2, 3, 9, 16, 17, 129)] == [2, 2, 4, 16, 16, 32, None]
+
+
+def test_padding_hides_the_pads_from_every_real_row_and_each_pad_sees_only_itself():
+    from spectr_gbv.trie import DraftTrie, ScoringLayout
+
+    trie = DraftTrie.of_blocks([[5, 6, 7], [5, 8, 9]])  # five nodes, after two pending tokens: 7 wide
+    layout = ScoringLayout.of(trie, 2, torch.float32, torch.device("cpu"))
+    past, width, capacity = 10, 16, 32
+    ids = torch.tensor([[3, 4] + trie.tokens])
+    positions = (past + layout.offsets)[None]
+    padded_ids, mask, padded_positions = compiled_scoring.padded_inputs(ids, positions, layout.recent_mask, past,
+                                                                        width, capacity)
+    assert padded_ids.shape == padded_positions.shape == (1, width) and mask.shape == (1, 1, width, capacity)
+    visible = mask[0, 0] == 0
+    assert torch.equal(visible[:7], layout.attention_mask(past, capacity) == 0)  # real rows: as unpadded
+    assert not visible[:7, past + 7 :].any()  # no real row sees a pad (or any slot past the tree)
+    for row in range(7, width):
+        assert visible[row].nonzero().flatten().tolist() == [past + row]
+    assert torch.equal(padded_ids[0, :7], ids[0]) and torch.equal(padded_positions[0, :7], positions[0])
