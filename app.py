@@ -106,7 +106,8 @@ def launch(demo: gr.Blocks, concurrency: int | None = None, queue_size: int | No
 
     torch.set_num_threads(visitors.threads_per_run(len(os.sched_getaffinity(0)), fair.model_slots))
     if compile_target:  # serving starts eagerly now; the default target switches once compiled and checked
-        compiled.compile_in_background(lambda: get_pair(DEFAULT_KEY).target)
+        compiled.compile_in_background(lambda: get_pair(DEFAULT_KEY).target,  # with the layers its draft reads
+                                       scoring_layers=lambda: getattr(get_pair(DEFAULT_KEY).draft, "feature_layers", ()))
     return demo.queue(default_concurrency_limit=fair.gradio_workers, max_size=fair.gradio_workers).launch(
         theme=gr.themes.Soft(), css_paths=[ASSETS / "app.css"], footer_links=["api", "gradio"],
         allowed_paths=[], max_file_size=MAX_UPLOAD_BYTES, state_session_capacity=limits.LIMITS.sessions,

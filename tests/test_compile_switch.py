@@ -2,8 +2,9 @@
 background never holds up a request, a compile that fails or disagrees leaves the target eager
 with one logged line, and a switched target (its static-cache sessions) decodes the same tokens.
 
-A stand-in compiler returns the eager step itself (so the switch, the check and the
-static-cache session run for real, in seconds); tests/test_compiled.py runs torch.compile."""
+A stand-in compiler returns the eager step itself, and a stand-in scoring compiler the eager
+scoring forward (still padded to its bucket), so the switch, the checks and the static-cache
+session run for real, in seconds; tests/test_compiled.py runs torch.compile."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from spectr_gbv import generate
-from spectr_gbv.models import compiled
+from spectr_gbv.models import compiled, compiled_scoring
 from spectr_gbv.models.hf import load_pair
 from spectr_gbv.models.hf_session import HFSession
 from spectr_gbv.models.static_session import StaticHFSession
@@ -38,9 +39,15 @@ def tiny_dirs(tmp_path_factory):
     return save_tiny_llama(root / "target", seed=1), save_tiny_llama(root / "draft", seed=2)
 
 
+def stand_in_scoring(target, capacity: int = compiled.STATIC_CAPACITY) -> None:
+    """The target's scoring buckets "compiled" by the stand-in: no inductor in these tests."""
+    compiled.attach(target, capacity).scoring.compiler = stand_in_scorer
+
+
 @pytest.fixture
 def pair(tiny_dirs):
     target, draft, _ = load_pair(str(tiny_dirs[0]), str(tiny_dirs[1]), device="cpu", compile=False)
+    stand_in_scoring(target)
     return target, draft
 
 
@@ -55,6 +62,10 @@ def greedy_runs(target, draft) -> dict[str, list[int]]:
 
 def stand_in_compiler(base):
     return compiled.eager_step(base)
+
+
+def stand_in_scorer(base, width, layers):
+    return compiled_scoring.eager_scorer(base, layers)
 
 
 # --------------------------------------------------------------------------- the setting
@@ -179,7 +190,8 @@ def test_a_compile_whose_target_does_not_load_logs_one_line(caplog):
 def test_a_session_that_outgrows_its_static_cache_goes_on_eagerly_with_the_same_tokens(tiny_dirs):
     target, draft, _ = load_pair(str(tiny_dirs[0]), str(tiny_dirs[1]), device="cpu", compile=False)
     eager = greedy_runs(target, draft)
-    compiled.attach(target, capacity=12).compile_now(stand_in_compiler)  # the prompt and a few tokens fit
+    stand_in_scoring(target, capacity=12)
+    compiled.attach(target).compile_now(stand_in_compiler)  # the prompt and a few tokens fit
     session = target.start(PROMPT)
     assert isinstance(session, StaticHFSession)
     assert greedy_runs(target, draft) == eager
@@ -207,6 +219,8 @@ def test_static_cache_logits_equal_the_dynamic_caches(pair):
         session.logits.append(session.branch_logits(1))
     for got, expected in zip(static.logits, dynamic.logits):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    # the trees went through the scoring bucket, padded: it passed its check, which counts the cache's entries
+    assert (16, ()) in target.compiled.scoring.ready and not target.compiled.scoring.failed
 
 
 def test_torch_compile_raising_leaves_the_target_eager(pair, monkeypatch, caplog):
@@ -275,3 +289,32 @@ def test_generate_on_a_teaching_pair_names_no_mode():
     *_, last = generate_stream("toy", "the cat", "sd", 1, 2, 0.7, 4, 0)
     assert "target eager" not in last.metrics_line and "target compiled" not in last.metrics_line
     assert "seed 0" in last.metrics_line
+
+
+def test_the_start_compiles_the_app_defaults_bucket_and_the_buckets_hold_the_apps_largest_tree():
+    from components.serving.limits import LIMITS
+    from components.wiring.inputs import DEFAULT_K, DEFAULT_L
+
+    assert (compiled_scoring.DEFAULT_DRAFTS, compiled_scoring.DEFAULT_LENGTH) == (DEFAULT_K, DEFAULT_L)
+    assert compiled_scoring.bucket_for(1 + DEFAULT_K * DEFAULT_L) == compiled_scoring.default_bucket()
+    assert compiled_scoring.bucket_for(1 + LIMITS.block_tokens) is not None  # one pending token, K x L nodes
+    assert [compiled_scoring.bucket_for(w) for w in (1, 2, 3, 9, 16, 17, 129)] == [2, 2, 4, 16, 16, 32, None]
+
+
+def test_padding_hides_the_pads_from_every_real_row_and_each_pad_sees_only_itself():
+    from spectr_gbv.trie import DraftTrie, ScoringLayout
+
+    trie = DraftTrie.of_blocks([[5, 6, 7], [5, 8, 9]])  # five nodes, after two pending tokens: 7 wide
+    layout = ScoringLayout.of(trie, 2, torch.float32, torch.device("cpu"))
+    past, width, capacity = 10, 16, 32
+    ids = torch.tensor([[3, 4] + trie.tokens])
+    positions = (past + layout.offsets)[None]
+    padded_ids, mask, padded_positions = compiled_scoring.padded_inputs(ids, positions, layout.recent_mask, past,
+                                                                        width, capacity)
+    assert padded_ids.shape == padded_positions.shape == (1, width) and mask.shape == (1, 1, width, capacity)
+    visible = mask[0, 0] == 0
+    assert torch.equal(visible[:7], layout.attention_mask(past, capacity) == 0)  # real rows: as unpadded
+    assert not visible[:7, past + 7 :].any()  # no real row sees a pad (or any slot past the tree)
+    for row in range(7, width):
+        assert visible[row].nonzero().flatten().tolist() == [past + row]
+    assert torch.equal(padded_ids[0, :7], ids[0]) and torch.equal(padded_positions[0, :7], positions[0])

@@ -1,22 +1,28 @@
-"""The target's one-token step under torch.compile, switched on only once it is proven to agree.
+"""The target's one-token step and scoring forwards under torch.compile, switched on only once
+they are proven to agree.
 
 A one-token step of a small model is bound by the host: most of its time goes to dispatching
 hundreds of small ops, not to the products. torch.compile (inductor) fuses them; on CUDA,
 `mode="reduce-overhead"` also replays the step as a CUDA graph. A compiled step needs shapes
 that do not change from call to call, so a compiled session keeps its KV cache in transformers'
 `StaticCache`, preallocated to `STATIC_CAPACITY` tokens and written at explicit positions
-(`hf_session.StaticHFSession`); a session that outgrows it goes on eagerly.
+(`static_session.StaticHFSession`); a session that outgrows it goes on eagerly. The speculative
+methods' scoring forward (the drafts' tree in one forward) is compiled too, one graph per width
+bucket, its inputs padded to the bucket (`compiled_scoring`): AR and every method run on the
+same compiled target.
 
 `$SPECTR_GBV_COMPILE` decides whether to compile: `1`/`on`, `0`/`off`, or `auto` (the default):
 on for the app, off for the library and the tests unless asked. Anything else is refused at start
 with the accepted values named. On ZeroGPU it is always off (torch.compile is unsupported there;
 ZeroGPU's ahead-of-time path is `spaces.aoti_*`).
 
-`CompiledStep` is the switch a target `HFModel` carries. Until a compile has finished and
-passed `check` (compiled against eager logits on a fixed input, within the dtype's tolerance),
-every session starts eagerly; from then on new sessions take the compiled step, and a session
-never changes mode while it runs. A compile that fails or disagrees leaves the target eager, with
-one logged line giving the reason. AR and every method start their sessions from the same target,
+`CompiledStep` is the switch a target `HFModel` carries. Until a compile of the step and of the
+default settings' scoring bucket has finished and passed `check` (compiled against eager logits
+on a fixed input, within the dtype's tolerance), every session starts eagerly; from then on new
+sessions take the compiled step and the ready buckets, and a session never changes mode while it
+runs. Other buckets are compiled in the background on first need (`CompiledScoring.want`). A
+compile that fails or disagrees leaves the target (or that bucket's widths) eager, with one
+logged line giving the reason. AR and every method start their sessions from the same target,
 so exactness holds with respect to it, whichever mode served.
 
 The app compiles in a background thread at low priority (`compile_in_background`), with
@@ -116,15 +122,19 @@ def _reason(error: BaseException) -> str:
 
 
 class CompiledStep:
-    """A target's switch between eager decoding and its compiled one-token step.
+    """A target's switch between eager decoding and its compiled one-token step and scoring buckets.
 
     `step` is None (eager) until `compile_now` has compiled and checked one; `mode` says which,
-    and `reason` why a compile was given up. Sessions read `step` once, when they start."""
+    and `reason` why a compile was given up. `scoring` holds the compiled scoring buckets.
+    Sessions read `step` and the ready buckets once, when they start."""
 
     def __init__(self, model: torch.nn.Module, capacity: int = STATIC_CAPACITY):
+        from .compiled_scoring import CompiledScoring
+
         self.model = model  # the causal LM: its base model is stepped, its head reads the check's logits
         self.capacity = capacity
         self.step: Callable | None = None
+        self.scoring = CompiledScoring(self)  # the scoring forwards, one per width bucket
         self.reason: str | None = None
         self.compiling = False
         self._pool: list = []
@@ -193,14 +203,23 @@ class CompiledStep:
             self._give_back(cache)
         return None
 
-    def compile_now(self, compiler: Callable[[torch.nn.Module], Callable] | None = None) -> str:
-        """Compile the step, check it, and switch to it; or stay eager, logging one line that says
-        why. Never raises: a failure is the eager mode. Returns the mode."""
+    def compile_now(self, compiler: Callable[[torch.nn.Module], Callable] | None = None,
+                    scoring_layers: tuple[int, ...] = ()) -> str:
+        """Compile the step and the default settings' scoring bucket, check them, and switch to
+        them together (AR and the methods change at once); or stay eager, logging one line that
+        says why. A bucket that fails leaves its widths scored eagerly, with its own line; other
+        buckets compile on first need (`compiled_scoring`; its compiler is `scoring.compiler`).
+        `scoring_layers`: the target layers the pair's draft reads (its `feature_layers`).
+        Never raises: a failure is the eager mode. Returns the mode."""
+        from .compiled_scoring import default_bucket
+
         self.compiling = True
         try:
             keep_inductor_cache()
             step = (compiler or compile_step)(self.model.base_model)
             problem = self.check(step)
+            if problem is None:
+                self.scoring.compile(default_bucket(), tuple(scoring_layers))
         except Exception as error:  # noqa: BLE001 - any failure of the compiler means: serve eagerly
             problem = _reason(error)
         finally:
@@ -212,7 +231,6 @@ class CompiledStep:
         self.step = step  # one assignment: a session starting now sees the old value or the new, both whole
         LOG.info("the target's one-token step is compiled and agrees with eager: new runs use it")
         return self.mode
-
 
     def give_up(self, error: BaseException) -> None:
         """A compiled step that raised in a run (it passed the check): eager from now on, one logged line."""
@@ -231,19 +249,22 @@ def attach(hf_model, capacity: int = STATIC_CAPACITY) -> CompiledStep:
     return switch
 
 
-def compile_in_background(load_target: Callable[[], object], compiler: Callable | None = None) -> threading.Thread:
+def compile_in_background(load_target: Callable[[], object], compiler: Callable | None = None,
+                          scoring_layers: Callable[[], tuple[int, ...]] | None = None) -> threading.Thread:
     """A daemon thread that loads the target (at normal priority: a request may be waiting for
-    the same load), then compiles its step at the lowest priority and switches to it when ready.
-    Requests never wait for it: until then their sessions start eagerly."""
+    the same load), then compiles its step and its default scoring bucket at the lowest priority
+    and switches to them when ready. `scoring_layers`: the target layers the pair's draft reads
+    (loaded with the target). Requests never wait for it: until then their sessions start eagerly."""
 
     def run() -> None:
         try:
             target = load_target()
+            layers = tuple(scoring_layers()) if scoring_layers is not None else ()
         except Exception as error:  # noqa: BLE001 - requests for the pair will report why
             LOG.warning("torch.compile not started, serving eagerly: the target did not load (%s)", _reason(error))
             return
         lower_priority()
-        attach(target).compile_now(compiler)
+        attach(target).compile_now(compiler, scoring_layers=layers)
 
     thread = threading.Thread(target=run, name="spectr-gbv-compile", daemon=True)
     thread.start()

@@ -187,10 +187,8 @@ class HFSession:
         m, past = len(self.pending), self.cached
         device = self.model.device
         layout = ScoringLayout.of(trie, m, self.model.model.dtype, device)  # built once per trie shape
-        positions = (past + layout.offsets)[None]
         ids = torch.tensor([self.pending + trie.tokens], dtype=torch.long, device=device)
-        mask = layout.attention_mask(past, self._key_width(past + ids.shape[1]))[None, None]  # a static cache: its width
-        hidden = self._hidden(ids, attention_mask=mask, position_ids=positions)[0]
+        hidden = self._score_hidden(ids, layout, past)[0]
         logits = self._head(hidden[m - 1 :])  # root (q after the context), then one row per node
         self.fed_features = self.last_features[0] if self.collect_features else None
         self.fed_pending = m
@@ -198,6 +196,12 @@ class HFSession:
         self.pending = []
         self.trie = trie
         return logits[layout.rows]
+
+    def _score_hidden(self, ids: torch.Tensor, layout: ScoringLayout, past: int) -> torch.Tensor:
+        """The scoring forward of `ids` [1, n] after `past` cached entries: hidden states [1, n, H]."""
+        positions = (past + layout.offsets)[None]
+        mask = layout.attention_mask(past, self._key_width(past + ids.shape[1]))[None, None]  # a static cache: its width
+        return self._hidden(ids, attention_mask=mask, position_ids=positions)
 
     @torch.inference_mode()  # the cache's tensors are inference tensors: moved in place
     def _commit_trie(self, branch: int, tokens: list[int]) -> list[int]:

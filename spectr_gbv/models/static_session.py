@@ -1,11 +1,14 @@
-"""A target session whose KV cache is preallocated, so its one-token step can run compiled.
+"""A target session whose KV cache is preallocated, so its forwards can run compiled.
 
 `StaticHFSession` is an `HFSession` over transformers' `StaticCache` (one row of `capacity`
 tokens, lent by the target's `compiled.CompiledStep`): entries are written at the cache's
 current length, and dropping entries (a rejected branch) only moves that length back, since
 the attention mask hides every slot past it. A one-token forward with no mask (plain decoding's
-step) runs the compiled step; every other forward (a prompt, the drafts' tree) runs the same
-model eagerly over the same cache, with its mask as wide as the cache.
+step) runs the compiled step. The drafts' tree score runs the compiled scoring forward of the
+smallest ready width bucket that holds it, padded (`compiled_scoring`); a tree wider than every
+ready bucket, or too wide for the cache's free slots, is scored eagerly, and asks for its bucket
+to be compiled in the background for later sessions. A prompt runs eagerly over the same cache.
+The session reads the ready buckets once, when it starts, and keeps them.
 
 A session that would outgrow the cache, or is asked for several rows (a draft's branches),
 copies its entries into a DynamicCache and goes on as an eager `HFSession`: slower, never wrong.
@@ -17,7 +20,9 @@ from typing import Callable
 
 import torch
 
+from ..trie import ScoringLayout
 from .compiled import eager_step
+from .compiled_scoring import bucket_for, eager_scorer, padded_score
 from .hf_session import HFModel, HFSession
 
 
@@ -28,6 +33,7 @@ class StaticHFSession(HFSession):
         self.capacity = switch.capacity
         self.switch = switch
         self.step = step
+        self.scorers = switch.scoring.ready  # read once: the buckets ready now serve this session to its end
         self.static = True
 
     def _length(self) -> int:
@@ -79,6 +85,34 @@ class StaticHFSession(HFSession):
         # before the mask is built: its width is the cache's
         self._make_room(len(self.pending) + blocks.numel())
         return super().score(blocks)
+
+    def _score_hidden(self, ids: torch.Tensor, layout: ScoringLayout, past: int) -> torch.Tensor:
+        layers = self.feature_layers if self.collect_features else ()
+        width = ids.shape[1]
+        wanted = bucket_for(width)
+        if not self.static or wanted is None:
+            return super()._score_hidden(ids, layout, past)
+        if (wanted, layers) not in self.scorers:
+            self.switch.scoring.want((wanted, layers))  # compiled in the background for later sessions
+        fits = [bucket for bucket, key_layers in self.scorers
+                if key_layers == layers and width <= bucket and past + bucket <= self.capacity]
+        if not fits:
+            return super()._score_hidden(ids, layout, past)
+        bucket = min(fits)
+        positions = (past + layout.offsets)[None]
+        self.forward_calls += 1
+        try:
+            hidden, features = padded_score(self.scorers[bucket, layers], self.cache, ids, positions,
+                                            layout.recent_mask, past, bucket)
+        except Exception as error:  # noqa: BLE001 - never a failed request for a compiler's fault
+            self.switch.scoring.give_up((bucket, layers), error)
+            self._rewind(past)
+            self.scorers = {key: scorer for key, scorer in self.scorers.items() if key != (bucket, layers)}
+            hidden, features = padded_score(eager_scorer(self.model.model.base_model, layers), self.cache, ids,
+                                            positions, layout.recent_mask, past, width)
+        if self.collect_features:
+            self.last_features = features
+        return hidden
 
     def _expand(self, rows: int) -> None:
         if rows > 1 and self.static:
