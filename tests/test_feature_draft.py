@@ -9,7 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
+from spectr_gbv.models.branch_cache import INITIAL_CAPACITY
 from spectr_gbv.models.feature_draft import (
     FeatureDraftHead,
     FeatureDraftModel,
@@ -88,6 +91,90 @@ def test_next_iteration_uses_the_committed_true_features(shape):
     with torch.no_grad():
         g = head.unrolled(features[:15], model.embedding[tokens[1:16]], 1)[0][6]
     torch.testing.assert_close(logits[0, model.output_token_ids], g @ model.output_head.T)
+
+
+def reference_logits(head, model, features, tokens, drafted):
+    """From scratch (the training's unrolled feedback over the whole sequence, no cache): the
+    logits of the draft's next token after the committed `tokens` and one branch's `drafted` tokens."""
+    newest, depth = len(tokens) - 2, len(drafted) + 1  # the newest committed entry; the depth drafted next
+    sequence = tokens + drafted
+    # the true entries past the newest committed one are masked out at this depth: their features do not matter
+    padded = torch.cat([features[: newest + 1], features.new_zeros(len(drafted), features.shape[1])])
+    with torch.no_grad():
+        g = head.unrolled(padded, model.embedding[torch.tensor(sequence[1:])], depth, start=newest)[depth - 1][depth - 1]
+    return model.logits(g)
+
+
+@SHAPES
+def test_drafts_over_many_iterations_equal_a_recompute_from_scratch(shape):
+    """The session's preallocated cache (committed entries written at their positions, each
+    branch's drafted entries after them in its own row, dropped at commit by the length alone)
+    drafts what the head computes on the whole sequence from scratch: for K = 1, 2 and 4
+    branches of different tokens, commits of 1 to 6 tokens, past the cache's first capacity
+    and with K = 4 first asked for only then (the cache grows in length and in rows)."""
+    head, model = tiny_draft(5, shape)
+    generator = torch.Generator().manual_seed(6)
+    features = torch.randn(200, feature_width(shape), generator=generator)
+    tokens = torch.randint(0, VOCAB, (6,), generator=generator).tolist()
+    session = model.start(tokens)
+    session.add_features(features[: len(tokens) - 1])
+    for iteration in range(26):
+        if iteration == 18:  # the cache has grown past its first capacity; 4 rows come only now
+            assert session.kv.keys.shape[:3] == (2, shape.num_kv_heads, 2 * INITIAL_CAPACITY)
+        rows = (1, 2, 4)[iteration % 3] if iteration >= 18 else (1, 2)[iteration % 2]
+        drafted = [[] for _ in range(rows)]
+        logits = session.branch_logits(rows)
+        for depth in range(iteration % 5 + 1):
+            for row in range(rows):
+                torch.testing.assert_close(logits[row], reference_logits(head, model, features, tokens, drafted[row]),
+                                           atol=1e-5, rtol=1e-5)
+            step = torch.randint(0, VOCAB, (rows,), generator=generator)
+            for row in range(rows):
+                drafted[row].append(int(step[row]))
+            logits = session.extend_branches(step)
+        # emitted: some of a branch's drafted tokens and a correction, or tokens never drafted
+        count = iteration % 6 + 1
+        emitted = (drafted[-1] + [iteration % VOCAB] * count)[:count] if iteration % 2 else \
+            torch.randint(0, VOCAB, (count,), generator=generator).tolist()
+        session.commit(rows - 1, emitted)
+        session.add_features(features[len(tokens) - 1 : len(tokens) - 1 + count])
+        tokens += emitted
+    assert session.kv.keys.shape[0] == 4
+
+
+class CopiedSizes(TorchDispatchMode):
+    """Every op dispatched that is not a view (a view moves no memory) nor the attention itself
+    (it reads the keys by nature), with the shapes of the tensors it reads and writes."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not func.is_view and "scaled_dot_product" not in str(func):
+            shapes = [tuple(t.shape) for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
+            self.ops.append((str(func), shapes))
+        return out
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_a_drafting_step_moves_no_memory_that_grows_with_the_context(rows):
+    """A drafting step (extend_branches) reads the committed entries in place: apart from the
+    attention reading them, every op it dispatches reads and writes tensors of the same sizes at
+    20 committed tokens as at 200 (a copy or concatenation of the committed cache would not)."""
+    _, model = tiny_draft()
+    steps = []
+    for length in (20, 200):
+        session = model.start([t % VOCAB for t in range(length)])
+        session.add_features(torch.randn(length - 1, SHAPE.hidden_size))
+        session.branch_logits(rows)
+        session.extend_branches(torch.arange(rows))
+        with CopiedSizes() as recorded:
+            session.extend_branches(torch.arange(rows) + 1)
+        steps.append(recorded.ops)
+    assert steps[0] == steps[1]
+    assert not any("cat" in op and any(19 in shape or 199 in shape for shape in shapes) for op, shapes in steps[1])
 
 
 def test_drafting_without_the_targets_features_is_an_error():

@@ -19,9 +19,13 @@ feeds it.
 Exactness does not depend on any of this: the engine samples the K drafts from exactly
 the distributions it hands the verifier, whatever features produced them.
 
-Committed entries (true features) live in one cache row; while drafting, the K branches'
-entries are kept beside it and dropped at commit, because they were built from predicted
-features. The next iteration first adds the entries of the newly committed positions.
+The cache is preallocated (`branch_cache.BranchKVCache`, [K, KV, capacity, D], doubled when
+outgrown): the committed entries (true features) fill its first positions in every row, and
+each branch's drafted entries follow in its own row, written at their position; attention
+reads each row's prefix as a view, so a drafting step copies nothing that grows with the
+context. Drafted entries are dropped at commit, because they were built from predicted
+features: only the committed length counts, and the next iteration writes the entries of the
+newly committed positions over them.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from ..probs import restricted_head_logits
+from .branch_cache import BranchKVCache
 
 WEIGHTS_FILE = "feature_draft.safetensors"
 META_FILE = "feature_draft.json"
@@ -343,10 +348,7 @@ class FeatureDraftSession:
         self.features: list[torch.Tensor] = []  # target features of committed positions, in order, not yet entries
         self.feature_count = 0  # features received so far (positions 0 .. feature_count - 1)
         self.entries = 0  # committed entries in the cache (positions 0 .. entries - 1)
-        self.keys: torch.Tensor | None = None  # [1, KV, entries, D]
-        self.values: torch.Tensor | None = None
-        self.branch_keys: torch.Tensor | None = None  # [K, KV, depth, D], this iteration's drafted entries
-        self.branch_values: torch.Tensor | None = None
+        self.kv = BranchKVCache()  # the committed entries, then this iteration's drafted ones per branch
         self.last_feature: torch.Tensor | None = None  # [K, H]: the predicted feature after the newest entry
         self.forward_calls = 0
 
@@ -374,30 +376,26 @@ class FeatureDraftSession:
         x = head.entry_inputs(new, model.embedding[tokens].to(model.dtype))[None]
         positions = torch.arange(first, last + 1, device=model.device)
         q, k, v = head.qkv(x, positions)
-        self.keys = k if self.keys is None else torch.cat([self.keys, k], dim=2)
-        self.values = v if self.values is None else torch.cat([self.values, v], dim=2)
+        self.kv.append_committed(k, v)  # over the last iteration's drafted entries: they are dropped
+        self.kv.reserve_rows(num_branches)
         # A single layer: an entry's keys and values depend on its input only, so the earlier
         # new entries need no attention; only the newest one's output is read.
-        g = head.finish(x[:, -1:], head.attend(q[:, :, -1:], self.keys, self.values, None))[0]
+        g = head.finish(x[:, -1:], head.attend(q[:, :, -1:], *self.kv.view(1), None))[0]
         self.entries = last + 1
         self.features = [features[last + 1 - offset :]]
         self.forward_calls += 1
         self.last_feature = g.expand(num_branches, -1)
-        self.branch_keys = self.branch_values = None
         return self.model.logits(g).expand(num_branches, -1)
 
     @torch.inference_mode()
     def extend_branches(self, tokens: torch.Tensor) -> torch.Tensor:
         model, head = self.model, self.model.head
         rows = tokens.shape[0]
-        depth = 0 if self.branch_keys is None else self.branch_keys.shape[2]
         x = head.entry_inputs(self.last_feature[:, None], model.embedding[tokens.to(model.device)][:, None].to(model.dtype))
-        q, k, v = head.qkv(x, torch.tensor([self.entries + depth], device=model.device))
-        self.branch_keys = k if self.branch_keys is None else torch.cat([self.branch_keys, k], dim=2)
-        self.branch_values = v if self.branch_values is None else torch.cat([self.branch_values, v], dim=2)
-        keys = torch.cat([self.keys.expand(rows, -1, -1, -1), self.branch_keys], dim=2)
-        values = torch.cat([self.values.expand(rows, -1, -1, -1), self.branch_values], dim=2)
-        g = head.finish(x, head.attend(q, keys, values, None))[:, 0]
+        q, k, v = head.qkv(x, torch.tensor([self.kv.length], device=model.device))
+        self.kv.append_branch(k, v)
+        # each row attends to the committed entries and its own drafted ones: views of the cache, no copy
+        g = head.finish(x, head.attend(q, *self.kv.view(rows), None))[:, 0]
         self.last_feature = g
         self.forward_calls += 1
         return self.model.logits(g)
@@ -409,5 +407,5 @@ class FeatureDraftSession:
         # Drafted entries were built from predicted features: dropped. The target's features
         # of the committed positions arrive through add_features.
         self.tokens += list(tokens)
-        self.branch_keys = self.branch_values = None
+        self.kv.drop_branches()
         self.last_feature = None
