@@ -98,9 +98,11 @@ class UniformRandomness:
 
     def coins(self, accept_probs: torch.Tensor) -> tuple[list[bool], list[float | None]]:
         uniforms = self._uniforms(accept_probs.numel(), accept_probs.device)
+        # The uniforms and the probabilities in one host read, compared there: float64 on both
+        # sides, so the same outcomes as comparing on the device.
+        etas, probs = _read_pairs(uniforms, accept_probs)
         # eta < p: a probability-0 coin never succeeds and a probability-1 coin always does.
-        outcomes = (uniforms < accept_probs.reshape(-1).to(torch.float64)).tolist()
-        return outcomes, uniforms.tolist()
+        return [eta < prob for eta, prob in zip(etas, probs)], etas
 
     def sample(self, probs: torch.Tensor) -> int:
         return int(inverse_cdf(probs, self._uniforms(1, probs.device)[0]))
@@ -109,15 +111,22 @@ class UniformRandomness:
         self, upper_bounds: torch.Tensor, exact: Callable[[list[int]], torch.Tensor]
     ) -> tuple[list[bool], list[float | None], list[float | None]]:
         uniforms = self._uniforms(upper_bounds.numel(), upper_bounds.device)
-        possible = [i for i, ok in enumerate((uniforms < upper_bounds.to(torch.float64)).tolist()) if ok]
-        outcomes: list[bool] = [False] * len(uniforms)
-        probs: list[float | None] = [None] * len(uniforms)
+        # Two host reads: the uniforms with their bounds, then the exact probabilities where needed.
+        etas, bounds = _read_pairs(uniforms, upper_bounds)
+        possible = [i for i, (eta, bound) in enumerate(zip(etas, bounds)) if eta < bound]
+        outcomes: list[bool] = [False] * len(etas)
+        probs: list[float | None] = [None] * len(etas)
         if possible:
-            exact_probs = exact(possible).to(torch.float64)
-            decided = (uniforms[possible] < exact_probs).tolist()
-            for position, ok, prob in zip(possible, decided, exact_probs.tolist()):
-                outcomes[position], probs[position] = ok, prob
-        return outcomes, uniforms.tolist(), probs
+            exact_probs = exact(possible).to(torch.float64).reshape(-1).tolist()
+            for position, prob in zip(possible, exact_probs):
+                outcomes[position], probs[position] = etas[position] < prob, prob
+        return outcomes, etas, probs
+
+
+def _read_pairs(uniforms: torch.Tensor, probs: torch.Tensor) -> tuple[list[float], list[float]]:
+    """The uniforms [n] and probabilities (n values) as float64 host lists, in one read."""
+    etas, values = torch.stack([uniforms.to(torch.float64), probs.reshape(-1).to(torch.float64)]).tolist()
+    return etas, values
 
 
 class TorchRandomness(UniformRandomness):
