@@ -51,13 +51,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from ..probs import token_probs
 from ..randomness import Randomness
 from .as_bv_fast import NodeOrder, count_sum, on_support, strict_order
+from .as_bv_host import DraftsOnHost, on_support_with_drafts, read_drafts
 from .as_bv_lp import node_mixture
 from .base import VerifyInput, VerifyResult, emit
 from .gbv import BlockScan, block_accept_probs, expected_from_h, path_weights, scan_block, stop_law
@@ -76,14 +77,14 @@ FIRST_TOLERANCE = 1e-12
 
 
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
-    small = on_support(inp)
+    small, drafts = on_support_with_drafts(inp)  # one host read for both
     work = inp if small is None else small.inp  # both phases run here; ids differ only by renumbering
-    selection = select_block(work, rng)
+    selection = select_block(work, rng, drafts)
     scan = verify_block(work, rng, selection)
     # Y on the full vocabulary, so that it can be any token.
     final, kind = stop_law(scan.omega, scan.tau, inp.target_probs[selection.chosen], selection.laws,
                            expand=None if small is None else small.expand)
-    return emit(inp, rng, selection.chosen, scan.tau, final, kind, scan.tests)
+    return emit(inp, rng, selection.chosen, scan.tau, final, kind, scan.tests, drafted=drafts.emitted)
 
 
 @dataclass(frozen=True)
@@ -107,19 +108,23 @@ class NodeChoice:
     accepted_place: int | None  # seq: the place of the accepted candidate; None otherwise
 
 
-def select_block(inp: VerifyInput, rng: Randomness) -> Selection:
-    """Phase 1 (lines 1-8): walk down the drafts' trie, one selected token per level."""
+def select_block(inp: VerifyInput, rng: Randomness, drafts: DraftsOnHost | None = None) -> Selection:
+    """Phase 1 (lines 1-8): walk down the drafts' trie, one selected token per level.
+
+    Host reads: `drafts` (read here when not given), then only at a node with a busy alive
+    count (`node_law`) and the coins. omega stays on the device: only a busy node's cap uses it."""
+    drafts = read_drafts(inp) if drafts is None else drafts
     alive, alive_law, omega, rows, nodes = list(range(inp.num_drafts)), {inp.num_drafts: 1.0}, 1.0, [], []
     for depth in range(inp.draft_length):
         node = alive[0]  # canonical row of u
         target = inp.target_probs[node, depth]
-        law = node_law(target, inp.draft_probs[node, depth], alive_law, omega)
-        tokens = inp.draft_tokens[alive, depth].tolist()
+        tokens = [drafts.tokens[k][depth] for k in alive]
+        law = node_law(target, inp.draft_probs[node, depth], alive_law, omega, tokens)  # positional: a test wraps it
         y, component, accepted_place = select_with_detail(law, tokens, rng)
         nodes.append(NodeChoice(law, alive, tokens, y, component, accepted_place))
         rows.append(law.selected)
-        alive_law = child_alive_law(law, y)
-        omega = next_omega(omega, float(target[y]), float(law.selected[y]))
+        alive_law = child_alive_law(law, y, draft_y=drafts.draft_at[node][depth][alive[tokens.index(y)]])
+        omega = next_omega_on_device(omega, target[y], law.selected[y])
         alive = [k for k, t in zip(alive, tokens) if t == y]
     return Selection(alive[0], torch.stack(rows), nodes)
 
@@ -186,9 +191,23 @@ class NodeLaw:
     components: dict[int, Components]  # per alive count n >= 2 that mixes lex and seq in
     mixtures: dict[int, tuple[float, float, float]]  # lambda[n], every n >= 2 in supp(pi)
     selected: torch.Tensor  # [V] D_u: the law of the selected block's next token
+    # Read with the LP's inputs where the candidates were known: for each candidate y, G_<(y)
+    # and per busy n (a(y), r(y), R_<(y)), which `child_alive_law` needs once y is selected.
+    at_candidates: dict[int, CandidateValues] = field(default_factory=dict)
 
 
-def node_law(target: torch.Tensor, draft: torch.Tensor, alive_law: dict[int, float], omega: float) -> NodeLaw:
+@dataclass(frozen=True)
+class CandidateValues:
+    """A busy node's scalars at one candidate token y, on the host."""
+
+    below_draft: float  # G_<(y)
+    by_count: dict[int, tuple[float, float, float]]  # n -> (a(y), r(y), R_<(y)) of Components[n]
+
+
+def node_law(
+    target: torch.Tensor, draft: torch.Tensor, alive_law: dict[int, float], omega: float | torch.Tensor,
+    candidates: list[int] | None = None,
+) -> NodeLaw:
     """D_u(x) = sum_n pi(n) sum_r lambda[n]_r s_r[n](x).
 
     One alive draft has law p (all r agree), and so has "first" for any n. Deviation from
@@ -196,24 +215,56 @@ def node_law(target: torch.Tensor, draft: torch.Tensor, alive_law: dict[int, flo
     first instead of the LP: choosing there moves E[tau] by less than that mass, and it
     saves the O(V log V) node work (drafts that split at the root leave pi(n >= 2) ~ 1e-9
     at every later node).
+
+    omega may be a 0-dim tensor (phase 1 keeps it on the device). `candidates` (the alive
+    drafts' tokens here, when known) have their scalars read with the LP's inputs
+    (`NodeLaw.at_candidates`) and their places in the order (`NodeOrder.known_ranks`).
+    Host reads at a busy node, per busy n: rho* and beta (`components`), one copy for the LP,
+    and "first"'s check where the LP mixes components (`_prefer_first`); none elsewhere.
     """
     busy = [n for n, weight in alive_law.items() if n >= 2 and weight >= MIN_ALIVE_MASS]
-    order = strict_order(target, draft) if busy else None
+    # positive is not checked: that check is a host read, and `components`' guarded path gives
+    # the same values (tests/test_as_bv_fast.py) on any draft row.
+    order = strict_order(target, draft, check_positive=False) if busy else None
     below_draft = order.below(draft) if busy else None
     idle = sum(w for n, w in alive_law.items() if n not in busy)
     selected = idle * draft if idle or not busy else None  # None: no pass for a zero term
     comps, mixtures = {}, {n: ONLY_FIRST for n in alive_law if n >= 2}
     cap = omega * target if busy else None
+    distinct = list(dict.fromkeys(candidates)) if busy and candidates is not None else []
+    at = torch.tensor(distinct, dtype=torch.long, device=draft.device) if distinct else None
+    node_values = None  # G_<(y) and the candidates' places in the order, from the first LP copy
+    by_count: dict[int, list[tuple[float, float, float]]] = {}
     for n in busy:
         comps[n] = components(target, draft, order, below_draft, n)
-        weights, capped_sums = node_mixture(comps[n].marginals, cap)  # the sums serve the "first" check too
+        extra = None
+        if at is not None:
+            c = comps[n]
+            extra = [c.accept[at], c.rejected[at], c.below_rejected[at]]
+            if node_values is None:
+                extra += [below_draft[at], order.places(at)]
+            extra = torch.cat(extra)
+        # the sums serve the "first" check too
+        weights, capped_sums, extra_values = node_mixture(comps[n].marginals, cap, extra)
+        if at is not None:
+            m = len(distinct)
+            by_count[n] = list(zip(*(extra_values[i * m : (i + 1) * m] for i in range(3))))
+            if node_values is None:
+                node_values = extra_values[3 * m :]
         mixtures[n], mixed = _prefer_first(comps[n].marginals, cap, weights, capped_sums)
         selected = alive_law[n] * mixed if selected is None else selected + alive_law[n] * mixed
-    return NodeLaw(draft, order, below_draft, alive_law, comps, mixtures, selected)
+    at_candidates = {}
+    if node_values is not None:
+        m = len(distinct)
+        order.known_ranks.update((y, int(place) if place >= 0 else None)
+                                 for y, place in zip(distinct, node_values[m:]))
+        at_candidates = {y: CandidateValues(node_values[i], {n: by_count[n][i] for n in busy})
+                         for i, y in enumerate(distinct)}
+    return NodeLaw(draft, order, below_draft, alive_law, comps, mixtures, selected, at_candidates)
 
 
 def _prefer_first(
-    marginals: torch.Tensor, cap: torch.Tensor, weights: tuple[float, float, float], capped_sums: torch.Tensor | None = None
+    marginals: torch.Tensor, cap: torch.Tensor, weights: tuple[float, float, float], capped_sums: list[float] | None = None
 ) -> tuple[tuple[float, float, float], torch.Tensor]:
     """"first" where it does as well as the solver's lambda, to the solver's precision.
 
@@ -224,8 +275,9 @@ def _prefer_first(
     accepted whole was not. Exactness holds for any lambda; this is about acceptance only.
 
     Returns the weights and their mixture lambda . s [V], which the caller adds into D_u.
-    `capped_sums` (sum_x min(s_r(x), cap(x)) per r), when given, spares the passes for F of a
-    single component and of "first"."""
+    `capped_sums` (sum_x min(s_r(x), cap(x)) per r, on the host), when given, spares the passes
+    for F of a single component and of "first", and the check is then a host comparison of the
+    same float64 values. Where the LP mixes components, F(lambda) is one more host read."""
     mixed = _mix(weights, marginals)
     if weights == ONLY_FIRST:
         return weights, mixed
@@ -277,17 +329,24 @@ def selection_probs(law: NodeLaw, tokens: list[int]) -> dict[int, float]:
     return dict(probs)
 
 
-def child_alive_law(law: NodeLaw, y: int) -> dict[int, float]:
-    """Phase 1 line 7, Bayes: pi'(c) proportional to sum_n pi(n) sum_r lambda[n]_r T_r[n](y, c)."""
-    draft_y = float(law.draft[y])
-    below_y = float(law.below_draft[y]) if law.below_draft is not None else 0.0
+def child_alive_law(law: NodeLaw, y: int, draft_y: float | None = None) -> dict[int, float]:
+    """Phase 1 line 7, Bayes: pi'(c) proportional to sum_n pi(n) sum_r lambda[n]_r T_r[n](y, c).
+
+    p(y | u) may be given (phase 1 has it from `read_drafts`); the scalars of a busy node come
+    from `law.at_candidates` where it holds y. Whatever is not given is read here."""
+    known = law.at_candidates.get(y)
+    draft_y = float(law.draft[y]) if draft_y is None else draft_y
+    if law.below_draft is None:
+        below_y = 0.0
+    else:
+        below_y = known.below_draft if known is not None else float(law.below_draft[y])
     mass: dict[int, float] = defaultdict(float)
     for n, weight in law.alive_law.items():
         if n not in law.components:  # "first": the selected draft plus Bin(n-1, p(y)) others
             for c in range(1, n + 1):
                 mass[c] += weight * draft_y * _binomial(n - 1, draft_y, c - 1)
             continue
-        joint = joint_at(law.components[n], draft_y, below_y, y)
+        joint = joint_at(law.components[n], draft_y, below_y, y, None if known is None else known.by_count[n])
         for c in range(1, n + 1):
             mass[c] += weight * sum(w * joint[r][c] for r, w in enumerate(law.mixtures[n]))
     total = sum(mass.values())
@@ -299,6 +358,12 @@ def child_alive_law(law: NodeLaw, y: int) -> dict[int, float]:
 def next_omega(omega: float, target_y: float, selected_y: float) -> float:
     """Phase 1 line 8: omega <- min(omega q(y|u) / D_u(y), 1)."""
     return min(omega * target_y / selected_y, 1.0) if selected_y > 0 else 1.0
+
+
+def next_omega_on_device(omega: float | torch.Tensor, target_y: torch.Tensor, selected_y: torch.Tensor) -> torch.Tensor:
+    """`next_omega` on 0-dim float64 tensors, without a host read: the same float64 operations
+    in the same order (a product, a quotient, then the min with 1), so the same bits."""
+    return torch.where(selected_y > 0, torch.clamp(omega * target_y / selected_y, max=1.0), 1.0)
 
 
 # ------------------------------------------------------------- the components' laws T_r[n]
@@ -317,6 +382,9 @@ class Components:
 
 
 def components(target: torch.Tensor, draft: torch.Tensor, order: NodeOrder, below_draft: torch.Tensor, n: int) -> Components:
+    # Two host reads that stay: rho* ends in a bisection on the host (its device search differs
+    # in the last bits), and beta enters the marginals through Python's float powers
+    # (1 - beta)**k, which torch's pow need not match bit for bit; the LP then needs both.
     rho = order.rho(target, draft, n)
     if order.positive:  # no p = 0 to guard: the same values in three passes instead of seven
         accept = torch.clamp(target / (rho * draft), max=1.0)
@@ -339,10 +407,12 @@ def _binomial(m: int, prob: float, c: int) -> float:
     return math.comb(m, c) * prob**c * (1.0 - prob) ** (m - c) if 0 <= c <= m else 0.0
 
 
-def joint_at(comp: Components, draft_y: float, below_y: float, y: int) -> list[list[float]]:
-    """T_r[n](y, c) for r in (LEX, SEQ, FIRST) and c = 0..n: P(token y selected, c candidates carry y)."""
+def joint_at(comp: Components, draft_y: float, below_y: float, y: int,
+             at_y: tuple[float, float, float] | None = None) -> list[list[float]]:
+    """T_r[n](y, c) for r in (LEX, SEQ, FIRST) and c = 0..n: P(token y selected, c candidates carry y).
+    `at_y`: (a(y), r(y), R_<(y)) already on the host; read here when not given."""
     n = comp.num_alive
-    a, r, below_r = (float(t[y]) for t in (comp.accept, comp.rejected, comp.below_rejected))
+    a, r, below_r = at_y if at_y is not None else (float(t[y]) for t in (comp.accept, comp.rejected, comp.below_rejected))
     lex = [math.comb(n, c) * draft_y**c * below_y ** (n - c) if c else 0.0 for c in range(n + 1)]
     first = [draft_y * _binomial(n - 1, draft_y, c - 1) for c in range(n + 1)]
     seq = [0.0] * (n + 1)

@@ -16,7 +16,7 @@ tests/test_as_bv.py compare them with their references on seeded inputs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import torch
@@ -38,9 +38,11 @@ ORDER_HEAD = 256
 SUPPORT_FROM_VOCAB = ORDER_HEAD + 1
 
 
-def on_support(inp: VerifyInput) -> OnSupport | None:
-    """`inp` on the draft's support plus one rest cell, where AS-BV runs there (else None)."""
-    return on_draft_support(inp, SUPPORT_FROM_VOCAB, fewest_cells=max(as_bv_lp.MAX_LP_TOKENS, ORDER_HEAD) + 1)
+def on_support(inp: VerifyInput, proposable: torch.Tensor | None = None, support_size: int | None = None) -> OnSupport | None:
+    """`inp` on the draft's support plus one rest cell, where AS-BV runs there (else None).
+    `proposable` and `support_size`: as `on_draft_support` takes them, to spare its host read."""
+    return on_draft_support(inp, SUPPORT_FROM_VOCAB, fewest_cells=max(as_bv_lp.MAX_LP_TOKENS, ORDER_HEAD) + 1,
+                            proposable=proposable, support_size=support_size)
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,10 @@ class NodeOrder:
     head: torch.Tensor  # [H] long: head token ids from lowest to highest
     tail: torch.Tensor | None  # [V] float64, 1 on the tail, 0 on the head; None when the head is every token
     compressed: tuple[torch.Tensor, torch.Tensor] | None  # (q, p) on the head plus one tail cell
-    positive: bool  # p > 0 for every token (lets `components` skip its guards)
+    positive: bool  # p > 0 for every token, as checked (lets `components` skip its guards); False: unchecked
+    # Places in the head already on the host (None: a tail token), read with other values
+    # (`as_bv.node_law`), so that `top` and `below_mask` on them read nothing.
+    known_ranks: dict[int, int | None] = field(default_factory=dict)
 
     def below(self, weights: torch.Tensor) -> torch.Tensor:
         """sum_{x' < x} weights(x') for every x. [V]"""
@@ -72,8 +77,18 @@ class NodeOrder:
     def top(self, tokens: list[int]) -> int:
         """max_> of the candidates: the one the order ranks highest (a head token by its place
         in the head, above every tail token; tail tokens by id)."""
-        rank = self._head_rank
-        return max(tokens, key=lambda t: (1, rank[t]) if t in rank else (0, t))
+        ranks = {t: self._rank(t) for t in tokens}
+        return max(tokens, key=lambda t: (1, ranks[t]) if ranks[t] is not None else (0, t))
+
+    def _rank(self, token: int) -> int | None:
+        """token's place in the head, None for a tail token."""
+        return self.known_ranks[token] if token in self.known_ranks else self._head_rank.get(token)
+
+    def places(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Each token's place in the head, -1 for a tail token, as float64 on the device (to
+        travel in another host read; `known_ranks` takes them back). tokens: [n] long -> [n]"""
+        hits = self.head == tokens[:, None]  # [n, H]: at most one hit per row, head ids being distinct
+        return torch.where(hits.any(-1), hits.to(torch.float64).argmax(-1).to(torch.float64), -1.0)
 
     @cached_property
     def _head_rank(self) -> dict[int, int]:
@@ -84,10 +99,10 @@ class NodeOrder:
         """[V] bool: the tokens x with x < y in this order (a head token: the head tokens ranked
         lower and the whole tail; a tail token: the tail tokens of smaller id)."""
         vocab = self.head.shape[0] if self.tail is None else self.tail.shape[0]
-        rank = self._head_rank
-        if y in rank:
+        place = self._rank(y)
+        if place is not None:
             mask = torch.zeros(vocab, dtype=torch.bool, device=self.head.device)
-            mask[self.head[: rank[y]]] = True
+            mask[self.head[:place]] = True
             return mask if self.tail is None else mask | self.tail.bool()
         return self.tail.bool() & (torch.arange(vocab, device=self.head.device) < y)
 
@@ -107,7 +122,9 @@ def _exclusive_cumsum(values: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def strict_order(target: torch.Tensor, draft: torch.Tensor) -> NodeOrder:
+def strict_order(target: torch.Tensor, draft: torch.Tensor, check_positive: bool = True) -> NodeOrder:
+    """The node's `NodeOrder`; `check_positive=False` spares the host read of p > 0 everywhere
+    (`positive` is then False, and `components` takes its guarded path: the same values)."""
     vocab = target.shape[-1]
     if vocab <= ORDER_HEAD:
         candidates = torch.arange(vocab, device=target.device)
@@ -119,7 +136,7 @@ def strict_order(target: torch.Tensor, draft: torch.Tensor) -> NodeOrder:
     ratio = torch.where(p > 0, q / torch.where(p > 0, p, 1.0), float("inf"))
     # Ascending and stable: equal ratios keep ascending ids, so the larger id ranks higher.
     head = candidates[torch.sort(ratio, stable=True).indices]
-    positive = bool(draft.amin() > 0)
+    positive = check_positive and bool(draft.amin() > 0)
     if vocab <= ORDER_HEAD:
         return NodeOrder(head, None, None, positive)
     tail = torch.ones(vocab, dtype=target.dtype, device=target.device)

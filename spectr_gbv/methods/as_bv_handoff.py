@@ -14,6 +14,7 @@ from ..randomness import Randomness
 from . import as_bv
 from .as_bv import FIRST, LEX, ONLY_FIRST, SEQ, NodeChoice, NodeLaw
 from .as_bv_fast import on_support
+from .as_bv_host import on_support_with_drafts
 from .base import SubBlockTest, VerifyInput, VerifyResult, emit
 from .gbv import expected_from_h, scan_block, scan_probs, scan_weights, stop_law
 
@@ -47,8 +48,8 @@ def losers(node: NodeChoice) -> list[tuple[int, int, torch.Tensor]]:
 
 def rrs_step(target: torch.Tensor, proposal: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
     """Recursive rejection sampling, one proposal: (P(accept token), the target if it is rejected)."""
-    g = float(proposal[token])
-    accept = min(1.0, float(target[token]) / g) if g > 0 else 0.0
+    g, t = torch.stack([proposal[token], target[token]]).tolist()  # one host read
+    accept = min(1.0, t / g) if g > 0 else 0.0
     return accept, normalize(torch.relu(target - proposal), fallback=target)
 
 
@@ -65,43 +66,48 @@ def remainder_probs(inp: VerifyInput, draft: int, start: int) -> tuple[torch.Ten
 
 
 def _gbv_remainder(
-    inp: VerifyInput, rng: Randomness, draft: int, start: int, tests: list[SubBlockTest]
+    inp: VerifyInput, rng: Randomness, draft: int, start: int, tests: list[SubBlockTest], drafted: list[list[int]]
 ) -> VerifyResult:
-    """GBV on the rest of `draft` after its first `start` tokens, to the end of the iteration."""
+    """GBV on the rest of `draft` after its first `start` tokens, to the end of the iteration
+    (`drafted`: inp's draft tokens on the host)."""
     L = inp.draft_length
     if start == L:
-        return emit(inp, rng, draft, L, inp.target_probs[draft, L], "bonus", tests)
+        return emit(inp, rng, draft, L, inp.target_probs[draft, L], "bonus", tests, drafted)
     omega = scan_weights(inp, draft, start)
     rows = slice(start + 1, L)
     scan = scan_block(rng, omega, inp.target_probs[draft, rows], inp.draft_probs[draft, rows], draft, start)
     tests += scan.tests
     final, kind = stop_law(omega, scan.tau, inp.target_probs[draft, start:], inp.draft_probs[draft, start:])
-    return emit(inp, rng, draft, start + scan.tau, final, kind, tests)
+    return emit(inp, rng, draft, start + scan.tau, final, kind, tests, drafted)
 
 
 # ----------------------------------------------------------------------------------- verify
 
 
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
+    """Host reads: the drafts with the size of their support in one copy
+    (`as_bv_host.on_support_with_drafts`), a busy node's few (`as_bv.node_law`), the coins (one
+    read each, two for a GBV scan), and the final token. A loser's test takes two (its two
+    probabilities, then its coin): the test's probability is recorded on the host."""
     L = inp.draft_length
-    small = on_support(inp)  # as AS-BV: the draft's support plus one cell for the rest
+    small, drafts = on_support_with_drafts(inp)  # as AS-BV: the draft's support plus one cell for the rest
     work = inp if small is None else small.inp
-    selection = as_bv.select_block(work, rng)  # phases 1 and 2 are AS-BV's, coin for coin
+    selection = as_bv.select_block(work, rng, drafts)  # phases 1 and 2 are AS-BV's, coin for coin
     scan = as_bv.verify_block(work, rng, selection)
     chosen, tau, tests = selection.chosen, scan.tau, scan.tests
     if tau == L:  # AS-BV's bonus, on the full vocabulary
-        return emit(inp, rng, chosen, L, inp.target_probs[chosen, L], "bonus", tests)
+        return emit(inp, rng, chosen, L, inp.target_probs[chosen, L], "bonus", tests, drafts.emitted)
     target, _ = stop_law(scan.omega, tau, work.target_probs[chosen], selection.laws)  # AS-BV's correction law r
     for k, z, proposal in losers(selection.nodes[tau]):
         accept, rejected_target = rrs_step(target, proposal, z)
         (accepted,), (uniform,) = rng.coins(torch.tensor([accept], dtype=torch.float64))
         tests.append(SubBlockTest(k, tau, 1, accept, accepted, uniform))
         if accepted:  # z is an accepted draft token; GBV on the rest of draft k (full vocabulary: a few passes)
-            return _gbv_remainder(inp, rng, k, tau + 1, tests)
+            return _gbv_remainder(inp, rng, k, tau + 1, tests, drafts.emitted)
         target = rejected_target
     if small is not None:  # Y may be any token: the rest cell's mass back on the tokens it stands for
         target = small.lift(target, inp.target_probs[chosen, tau])
-    return emit(inp, rng, chosen, tau, target, "correction", tests)
+    return emit(inp, rng, chosen, tau, target, "correction", tests, drafts.emitted)
 
 
 # ------------------------------------------------------------------------------ theory line

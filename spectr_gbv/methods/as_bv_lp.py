@@ -26,14 +26,18 @@ MAX_LP_TOKENS = 64
 NEGLIGIBLE_WEIGHT = 1e-12
 
 
-def node_mixture(marginals: torch.Tensor, cap: torch.Tensor) -> tuple[tuple[float, float, float], torch.Tensor | None]:
-    """lambda at one node, and sum_x min(s_r(x), cap(x)) per r [3] where the large-vocabulary
-    path computed it on the way (None on small tables), which spares the caller passes."""
+def node_mixture(
+    marginals: torch.Tensor, cap: torch.Tensor, extra: torch.Tensor | None = None
+) -> tuple[tuple[float, float, float], list[float] | None, list[float]]:
+    """lambda at one node; sum_x min(s_r(x), cap(x)) per r (3 host floats) where the
+    large-vocabulary path computed it on the way (None on small tables), which spares the
+    caller passes; and `extra` (float64 [X], the caller's) as host floats. All from the one
+    host read that brings the LP its inputs."""
     if marginals.shape[-1] <= MAX_LP_TOKENS:
-        return mixture_weights(marginals, cap), None
+        weights, _, extra_values = _weights_and_values(marginals, cap, extra=extra)
+        return weights, None, extra_values
     capped = torch.minimum(marginals, cap)
-    capped_sums = capped.sum(-1)
-    return mixture_weights(marginals, cap, capped, capped_sums), capped_sums
+    return _weights_and_values(marginals, cap, capped, capped.sum(-1), extra)
 
 
 def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor, capped: torch.Tensor | None = None,
@@ -55,9 +59,20 @@ def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor, capped: torch.Te
     a cost independent of V beyond a few passes. `capped` = min(s, cap) [3, V] and its row
     sums may be passed in by a caller that needs them too (`node_law`).
     """
-    as_bytes = lambda t: np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float64).tobytes()  # noqa: E731
+    return _weights_and_values(marginals, cap, capped, capped_sums)[0]
+
+
+def _weights_and_values(
+    marginals: torch.Tensor, cap: torch.Tensor, capped: torch.Tensor | None = None,
+    capped_sums: torch.Tensor | None = None, extra: torch.Tensor | None = None,
+) -> tuple[tuple[float, float, float], list[float] | None, list[float]]:
+    """`mixture_weights`, plus the row sums of `capped` (large tables; None on small ones) and
+    `extra` as host floats: everything the LP and its caller need crosses in one host read
+    (`_to_host`), as the same float64 values a copy per tensor would give."""
+    extras = [] if extra is None else [extra]
     if marginals.shape[-1] <= MAX_LP_TOKENS:
-        return _solve_mixture(as_bytes(marginals), as_bytes(cap))
+        s, b, *rest = _to_host([marginals, cap, *extras])
+        return _solve_mixture(s.tobytes(), b.tobytes()), None, rest[0].tolist() if rest else []
     capped = torch.minimum(marginals, cap) if capped is None else capped  # [3, V]
     capped_sums = capped.sum(-1) if capped_sums is None else capped_sums
     # Row-wise max and min, not .all(0) over [3, V], which costs ten elementwise passes.
@@ -71,7 +86,18 @@ def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor, capped: torch.Te
     # Every token but the kept adds sum_r lambda_r min(s_r(x), cap(x)): the chord, and exactly
     # lambda . s below and cap above (sum_r lambda_r = 1). So one sum serves all of them.
     linear = capped_sums - capped[:, kept].sum(-1)
-    return _vertex_maximum(as_bytes(marginals[:, kept]), as_bytes(cap[kept]), as_bytes(linear))
+    s, b, c, sums, *rest = _to_host([marginals[:, kept], cap[kept], linear, capped_sums, *extras])
+    return _vertex_maximum(s.tobytes(), b.tobytes(), c.tobytes()), sums.tolist(), rest[0].tolist() if rest else []
+
+
+def _to_host(tensors: list[torch.Tensor]) -> list[np.ndarray]:
+    """The tensors as contiguous float64 numpy arrays of their shapes, in one host read."""
+    flat = torch.cat([t.detach().reshape(-1).to(torch.float64) for t in tensors]).numpy(force=True)  # copies off a GPU
+    out, start = [], 0
+    for t in tensors:
+        out.append(flat[start : start + t.numel()].reshape(t.shape))
+        start += t.numel()
+    return out
 
 
 @lru_cache(maxsize=8192)

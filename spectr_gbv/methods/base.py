@@ -197,10 +197,15 @@ def emit(
     final: torch.Tensor,  # [V]
     kind: FinalKind,
     tests: list[SubBlockTest],
+    drafted: list[list[int]] | None = None,
 ) -> VerifyResult:
     """The end of a rule: X^(draft)_{1:depth} accepted, then Y ~ `final` (the iteration's
-    last draw). `draft` may be None only with depth = 0."""
-    accepted = inp.draft_tokens[draft, :depth].tolist() if depth > 0 else []
+    last draw). `draft` may be None only with depth = 0. `drafted`: inp's draft tokens already
+    on the host ([K][L]), which spares reading them again."""
+    if depth == 0:
+        accepted = []
+    else:
+        accepted = inp.draft_tokens[draft, :depth].tolist() if drafted is None else drafted[draft][:depth]
     return VerifyResult(accepted, rng.sample(final), kind, final, depth, draft if depth > 0 else None, tests)
 
 

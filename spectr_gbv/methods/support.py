@@ -43,21 +43,35 @@ class OnSupport:
         off = target.clone()
         off[self.support] = 0.0
         mass = off.sum()
-        if float(row[-1]) > 0 and float(mass) > 0:
-            out += row[-1] * off / mass
-        return out
+        # Decided on the device, with no host read: where the rest cell or the off-support
+        # target mass is empty, the expanded row as it is (the quotient's NaNs are not taken).
+        return torch.where((row[-1] > 0) & (mass > 0), out + row[-1] * off / mass, out)
 
 
-def on_draft_support(inp: VerifyInput, smallest_vocab: int, fewest_cells: int = 0) -> OnSupport | None:
+def proposable_tokens(inp: VerifyInput) -> torch.Tensor:
+    """[V] bool: the tokens some draft row gives positive probability."""
+    return inp.draft_probs.flatten(0, -2).amax(0) > 0  # amax, not (p > 0).any: five times faster here
+
+
+def on_draft_support(
+    inp: VerifyInput, smallest_vocab: int, fewest_cells: int = 0,
+    proposable: torch.Tensor | None = None, support_size: int | None = None,
+) -> OnSupport | None:
     """`inp` on the union of its draft rows' supports, or None where that would not pay (V
     below `smallest_vocab`, or a support wider than half the vocabulary) or would change the
     rule (fewer than `fewest_cells` cells: a caller whose code paths switch on the vocabulary
-    size passes the size at which they switch, so that both layouts take the same path)."""
+    size passes the size at which they switch, so that both layouts take the same path).
+
+    A caller that has `proposable_tokens(inp)` and its count on the host (read with other
+    values) passes both, and the support is found without a host read of its own."""
     vocab = inp.vocab_size
     if vocab < smallest_vocab:
         return None
-    proposable = inp.draft_probs.flatten(0, -2).amax(0) > 0  # [V]; amax, not (p > 0).any: five times faster here
-    support = proposable.nonzero().squeeze(-1)
+    proposable = proposable_tokens(inp) if proposable is None else proposable
+    if support_size is None:
+        support = proposable.nonzero().squeeze(-1)  # a host read: the layout's size depends on it
+    else:  # the same ascending ids, without a device sync
+        support = torch.nonzero_static(proposable, size=support_size).squeeze(-1)
     cells = support.numel() + 1
     if 2 * cells > vocab or cells < fewest_cells:
         return None
