@@ -71,13 +71,17 @@ def stand_in_scorer(base, width, layers):
 # --------------------------------------------------------------------------- the setting
 
 
-@pytest.mark.parametrize("value, app, wanted", [
-    ("", True, True), ("auto", True, True), ("auto", False, False), ("", False, False),
-    ("1", False, True), ("ON", False, True), ("0", True, False), ("off", True, False),
+@pytest.mark.parametrize("value, app, cuda, wanted", [
+    ("", True, True, True), ("auto", True, True, True), ("auto", True, False, False), ("", True, False, False),
+    ("auto", False, True, False), ("", False, False, False),
+    ("1", False, False, True), ("ON", False, False, True), ("on", True, False, True), ("0", True, True, False),
+    ("off", True, True, False),
 ])
-def test_the_setting_and_its_default_for_app_and_library(monkeypatch, value, app, wanted):
+def test_the_setting_and_its_default_for_app_and_library(monkeypatch, value, app, cuda, wanted):
+    """auto: the app compiles on a CUDA GPU only (on the CPU measured here it paid nothing); 1 forces it."""
     monkeypatch.setenv(compiled.COMPILE_ENV, value)
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     assert compiled.compile_wanted(app=app) is wanted
 
 

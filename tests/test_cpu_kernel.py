@@ -105,8 +105,8 @@ def test_a_probe_times_each_candidate_and_is_cached(monkeypatch, tmp_path, tiny)
 
 def test_fp16_weights_swap_every_linear_and_the_output_head_but_keep_the_embedding_in_fp32(tiny):
     model = cpu_kernel.apply_kernel(load_model(tiny.name, device="cpu", dtype=torch.float32).model, "fp16-weights")
-    swapped = [m for m in model.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
-    assert len(swapped) == 3 * 7 + 1 and all(m._packed_params.dtype == torch.float16 for m in swapped)  # 7 a layer
+    swapped = [m for m in model.modules() if isinstance(m, cpu_kernel.Fp16WeightLinear)]
+    assert len(swapped) == 3 * 7 + 1 and not any(isinstance(m, torch.nn.Linear) for m in model.modules())  # 7 a layer
     assert model.get_output_embeddings() in swapped
     assert model.get_input_embeddings().weight.dtype == torch.float32  # a lookup: no bytes saved by packing it
     # the feature draft takes its head rows from output_weight: the fp32 head rounded to fp16
@@ -145,3 +145,28 @@ def test_bf16_linears_are_packed_once_and_give_the_same_products_bit_for_bit(tin
     with torch.inference_mode():
         assert torch.equal(model(ids).logits, plain(ids).logits)
     assert torch.equal(cpu_kernel.output_weight(model), plain.get_output_embeddings().weight)
+
+
+def test_fp16_weight_linear_is_torch_aos_dynamic_fp16_linear_bit_for_bit_and_compiles_without_a_graph_break(tiny):
+    """The same fbgemm kernel as torch.ao's dynamic fp16 Linear, so the fp16-weight target is the model it was;
+    but traceable: ao's module keeps its weight in a TorchScript object, at which torch.compile breaks the graph."""
+    import warnings
+
+    from torch.ao.quantization import quantize_dynamic
+
+    torch.manual_seed(0)
+    for bias in (True, False):
+        linear = torch.nn.Linear(64, 96, bias=bias)
+        ours = cpu_kernel.Fp16WeightLinear(linear)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = quantize_dynamic(torch.nn.Sequential(linear), {torch.nn.Linear}, dtype=torch.float16)
+        for x in (torch.randn(1, 64), torch.randn(2, 5, 64)):
+            assert torch.equal(ours(x), theirs(x))
+    model = cpu_kernel.apply_kernel(load_model(tiny.name, device="cpu", dtype=torch.float32).model, "fp16-weights")
+    ids = torch.tensor([[2, 3, 4, 5]])
+    explained = torch._dynamo.explain(lambda i: model(i).logits)(ids)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    with torch.inference_mode():
+        compiled = torch.compile(lambda i: model(i).logits, dynamic=False)
+        torch.testing.assert_close(compiled(ids), model(ids).logits, atol=1e-4, rtol=1e-4)

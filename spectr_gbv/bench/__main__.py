@@ -161,6 +161,8 @@ def run(args) -> dict:
     kernel = getattr(target.loaded, "kernel", None)  # the default target's CPU kernel (models.cpu_kernel)
     mode = serving_mode(target)  # "compiled" when $SPECTR_GBV_COMPILE asked for it and the compile passed its check
     print(cpu_line(kernel) + f"; target {mode}", flush=True)
+    if mode == "compiled":
+        compile_buckets(target, draft, max(K * L for K in args.drafts for L in args.lengths))
     texts = bench_prompts()
     prompts = [chat_prompt_ids(tokenizer, text) for text in texts.values()]
     n, T = args.max_new_tokens, args.temperature
@@ -192,6 +194,18 @@ def run(args) -> dict:
         "best_settings": {m: list(v) for m, v in best.items()}, "search": search_rows, "rows": rows,
         "command": "python -m spectr_gbv.bench " + " ".join(args.argv),
     }
+
+
+def compile_buckets(target, draft, most_drafted: int) -> None:
+    """Every scoring bucket the timed trees can need, compiled now, and none later: a compile on
+    first need runs in a background thread, which would take CPU from the runs being timed."""
+    from ..models.compiled_scoring import BUCKETS, bucket_for
+
+    scoring = target.compiled.scoring
+    layers = tuple(getattr(draft, "feature_layers", ()))
+    for width in [b for b in BUCKETS if b <= bucket_for(1 + most_drafted)]:
+        print(f"scoring bucket {width}: {'compiled' if scoring.compile(width, layers) else 'eager'}", flush=True)
+    scoring.on_need = False
 
 
 def fastest_plain_decoding(target, kernel) -> tuple[str, HFModel] | None:

@@ -12,7 +12,8 @@ bucket, its inputs padded to the bucket (`compiled_scoring`): AR and every metho
 same compiled target.
 
 `$SPECTR_GBV_COMPILE` decides whether to compile: `1`/`on`, `0`/`off`, or `auto` (the default):
-on for the app, off for the library and the tests unless asked. Anything else is refused at start
+on for the app on a CUDA GPU, off on the CPU (where it measured no faster, `compile_wanted`) and
+for the library and the tests unless asked. Anything else is refused at start
 with the accepted values named. On ZeroGPU it is always off (torch.compile is unsupported there;
 ZeroGPU's ahead-of-time path is `spaces.aoti_*`).
 
@@ -45,7 +46,7 @@ from .cache import cache_dir
 LOG = logging.getLogger("spectr_gbv.compile")
 
 COMPILE_ENV = "SPECTR_GBV_COMPILE"
-SETTINGS = {"1": True, "on": True, "0": False, "off": False, "auto": None}  # None: on for the app, off elsewhere
+SETTINGS = {"1": True, "on": True, "0": False, "off": False, "auto": None}  # None: on for the app on CUDA, off elsewhere
 EAGER, COMPILED = "eager", "compiled"
 # Tokens a compiled session's cache holds (prompt, output and one iteration's drafts). The app's
 # longest request fits; a longer library run goes on eagerly past it (`StaticHFSession`).
@@ -65,14 +66,21 @@ def on_zerogpu() -> bool:
 
 
 def compile_wanted(app: bool) -> bool:
-    """Whether to compile, from $SPECTR_GBV_COMPILE (`auto`: `app`); a ValueError naming the
-    accepted values for anything else. Never on ZeroGPU."""
+    """Whether to compile, from $SPECTR_GBV_COMPILE; a ValueError naming the accepted values for
+    anything else. Never on ZeroGPU.
+
+    `auto` compiles for the app on CUDA only. On the CPU this project measured (AVX2, fbgemm fp16
+    weights, 2 threads; docs/space.md) the compiled target decoded no faster than the eager one
+    and scored the drafts' tree slower (its static cache is attended to its full width), so
+    there a compile costs minutes of CPU for nothing; `1` turns it on anyway."""
     raw = os.environ.get(COMPILE_ENV, "").strip().lower() or "auto"
     if raw not in SETTINGS:
         raise ValueError(f"${COMPILE_ENV}={raw!r} is not a setting; accepted values: {', '.join(SETTINGS)} "
-                         "(auto: on for the app, off for the library)")
+                         "(auto: on for the app on a CUDA GPU, off on the CPU and for the library)")
     wanted = SETTINGS[raw]
-    return (app if wanted is None else wanted) and not on_zerogpu()
+    if wanted is None:
+        wanted = app and torch.cuda.is_available()
+    return wanted and not on_zerogpu()
 
 
 def keep_inductor_cache() -> None:
@@ -173,7 +181,6 @@ class CompiledStep:
 
     # ------------------------------------------------------------------ compiling
 
-    @torch.inference_mode()
     def check(self, step: Callable) -> str | None:
         """None when `step` gives the eager step's logits on a fixed input within the dtype's
         tolerance; else what differed."""
@@ -181,7 +188,16 @@ class CompiledStep:
         dtype = self.model.get_input_embeddings().weight.dtype
         device = next(self.model.parameters()).device
         vocab = self.model.config.vocab_size
+        # Made outside inference mode, as a session's input ids are (`HFSession._ids`): a compiled
+        # function guards on its inputs' dispatch keys, and an inference tensor here would leave
+        # a graph that the first real step recompiles, seconds inside a visitor's request.
         ids = torch.arange(CHECK_TOKENS + CHECK_STEPS, device=device)[None] % vocab
+        # each as `_ids` makes a session's token (a compiled function guards on strides too)
+        fed = [torch.tensor([[i % vocab]], dtype=torch.long, device=device) for i in range(CHECK_TOKENS, CHECK_TOKENS + CHECK_STEPS)]
+        with torch.inference_mode():
+            return self._agrees(step, ids, fed, base, head, dtype)
+
+    def _agrees(self, step: Callable, ids: torch.Tensor, fed: list[torch.Tensor], base, head, dtype) -> str | None:
         caches = []
         for _ in range(2):
             cache = self.new_cache()
@@ -189,10 +205,9 @@ class CompiledStep:
             caches.append(cache)
         eager = eager_step(base)
         tolerance = TOLERANCE.get(dtype, 1e-4)
-        for i in range(CHECK_TOKENS, CHECK_TOKENS + CHECK_STEPS):
-            token = ids[:, i : i + 1]
+        for token in fed:
             expected = head(eager(token, caches[0])).float()
-            got = head(step(token.clone(), caches[1])).float()
+            got = head(step(token, caches[1])).float()
             if got.shape != expected.shape:
                 return f"compiled logits have shape {tuple(got.shape)}, eager {tuple(expected.shape)}"
             error = (got - expected).abs().max().item()

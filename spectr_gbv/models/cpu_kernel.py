@@ -25,9 +25,9 @@ Exactness does not depend on the choice: AR and every method decode with the sam
 model as converted), so "the target's distribution" is that model's, for all of them alike.
 Candidates:
 * `float32`: the model as loaded;
-* `fp16-weights`: every Linear, the output head included, swapped for fbgemm's dynamic
-  fp16-weight Linear (`torch.ao.quantization.quantize_dynamic(..., dtype=torch.float16)`: weights
-  stored in fp16, products in fp32). The embedding stays an fp32 lookup table. The head is a third
+* `fp16-weights`: every Linear, the output head included, swapped for fbgemm's fp16-weight
+  Linear (`Fp16WeightLinear`: the kernel of torch.ao's dynamic fp16 Linear, weights stored in
+  fp16, products in fp32, in a form torch.compile traces). The embedding stays an fp32 lookup table. The head is a third
   of the bytes a one-token step reads (49,152 x 576 in fp32 against 30 layers in fp16) and, kept
   in fp32, took a third of a scoring forward; the feature draft takes its
   rows from `output_weight`;
@@ -125,14 +125,58 @@ def candidates(flags: set[str]) -> list[str]:
     return found
 
 
-def fp16_weight_linears(module: torch.nn.Module, names: set[str] | None = None) -> torch.nn.Module:
-    """`module` with its Linear layers (those named in `names`, default all) swapped in place for
-    fbgemm's dynamic fp16-weight Linear: weights stored in fp16, products in fp32."""
-    from torch.ao.quantization import quantize_dynamic
+# The fbgemm fp16 GEMM behind torch.ao's dynamic fp16 Linear, called directly; torch marks these
+# two entry points deprecated (one warning each per process), but they are the kernel ao uses.
+warnings.filterwarnings("ignore", message="fbgemm_.*is deprecated")
 
-    with warnings.catch_warnings():  # the eager API is deprecated in favour of torchao; it is what ships with torch
-        warnings.simplefilter("ignore")
-        return quantize_dynamic(module, names or {torch.nn.Linear}, dtype=torch.float16, inplace=True)
+
+@torch.library.custom_op("spectr_gbv::linear_fp16_weight", mutates_args=())
+def _linear_fp16_weight(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor, out_features: int) -> torch.Tensor:
+    return torch.fbgemm_linear_fp16_weight(x, packed, bias)
+
+
+@_linear_fp16_weight.register_fake
+def _(x, packed, bias, out_features):
+    return x.new_empty((*x.shape[:-1], out_features))
+
+
+class Fp16WeightLinear(torch.nn.Module):
+    """A Linear whose weight is stored in fp16, packed once for fbgemm's fp16 GEMM; products and
+    outputs in fp32. The same kernel, and the same bits, as torch.ao's dynamic fp16 Linear
+    (tests/test_cpu_kernel.py compares them), in a form torch.compile can trace: the ao module
+    keeps its weight in a TorchScript object, at which dynamo breaks the graph (seven breaks in
+    every layer, and a recompile per layer index past its limit left most layers eager). Under
+    compile the product is one custom op with a shape rule; eagerly it is the aten call itself,
+    without the custom op's dispatch. `keep_dense` keeps the fp16 weight too, for a head whose
+    rows the feature draft reads (`output_weight`)."""
+
+    def __init__(self, linear: torch.nn.Linear, keep_dense: bool = False):
+        super().__init__()
+        weight = linear.weight.detach().float()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.packed = torch.fbgemm_pack_gemm_matrix_fp16(weight)  # not a parameter: .to() leaves it alone
+        # fbgemm takes a bias tensor; zeros for a bias-free Linear (y + 0 is y)
+        self.bias = (torch.zeros(self.out_features) if linear.bias is None else linear.bias.detach().float())
+        self.dense_weight = weight.half() if keep_dense else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            return _linear_fp16_weight(x, self.packed, self.bias, self.out_features)
+        return torch.fbgemm_linear_fp16_weight(x, self.packed, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, fp16 weights (fbgemm)"
+
+
+def fp16_weight_linears(module: torch.nn.Module, keep_dense: tuple[torch.nn.Module, ...] = ()) -> torch.nn.Module:
+    """`module` with every Linear swapped in place for an `Fp16WeightLinear`: weights stored in
+    fp16, products in fp32."""
+    for name, child in list(module.named_children()):
+        if isinstance(child, torch.nn.Linear):
+            setattr(module, name, Fp16WeightLinear(child, keep_dense=any(child is m for m in keep_dense)))
+        else:
+            fp16_weight_linears(child, keep_dense)
+    return module
 
 
 class PackedLinear(torch.nn.Module):
@@ -179,7 +223,7 @@ def apply_kernel(model: torch.nn.Module, kernel: str) -> torch.nn.Module:
             return model
         return packed_linears(model, keep_dense=(model.get_output_embeddings(),))
     if kernel == "fp16-weights":
-        return fp16_weight_linears(model)
+        return fp16_weight_linears(model, keep_dense=(model.get_output_embeddings(),))
     raise ValueError(f"unknown CPU kernel {kernel!r}; choose one of: {', '.join(KERNELS)}")
 
 
@@ -189,6 +233,8 @@ def output_weight(model: torch.nn.Module) -> torch.Tensor:
     head = model.get_output_embeddings()
     if isinstance(head, PackedLinear):
         return head.dense_weight
+    if isinstance(head, Fp16WeightLinear):
+        return head.dense_weight.float()
     weight = head.weight
     return (weight() if callable(weight) else weight).detach()
 
