@@ -184,3 +184,26 @@ def one_torch_thread():
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def recording_fused_draft(model, feature_layers=(0, 1)):
+    """(draft, handed): a fused feature-draft head (seed 0) on a tiny transformers `model`, and the list
+    every feature tensor the engine hands its sessions is appended to, in order."""
+    from spectr_gbv.models.feature_draft import FeatureDraftHead, FeatureDraftModel, FeatureDraftShape
+
+    config = model.config
+    torch.manual_seed(0)
+    head = FeatureDraftHead(FeatureDraftShape.of_target(config, feature_layers=feature_layers))
+    draft = FeatureDraftModel(head, model.get_input_embeddings().weight.detach(),
+                              model.get_output_embeddings().weight.detach(), list(range(config.vocab_size)),
+                              config.vocab_size, None, "tiny fused draft")
+    handed, real_start = [], draft.start
+
+    def recording_start(prompt_ids):
+        session = real_start(prompt_ids)
+        real_add = session.add_features
+        session.add_features = lambda features: (handed.append(features.clone()), real_add(features))[1]
+        return session
+
+    draft.start = recording_start
+    return draft, handed

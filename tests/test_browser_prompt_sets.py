@@ -31,6 +31,19 @@ def plot_text(driver, element_id: str) -> str:
                     for e in driver.find_elements(By.CSS_SELECTOR, f"#{element_id} .js-plotly-plot svg text"))
 
 
+def run_over_the_set(browser, url: str, tab: str, view: str, header: str) -> int:
+    """Open `tab`, choose SET in its prompt-set dropdown, run, and wait until `header` says the run over
+    the set finished; the set's size."""
+    size = set_size(SET, "toy")
+    browser.get(url)
+    open_tab(browser, tab)
+    choose(browser, f"#{view}-prompt-set input", SET)
+    browser.find_element(By.ID, f"{view}-button").click()
+    wait_until(browser, lambda d: f"prompt set {SET} ({size} prompts)" in text(d, header)
+               and "running" not in text(d, header), f"the {view}'s finished header")
+    return size
+
+
 @pytest.fixture(scope="module")
 def url():
     with running_app(default_pair="toy", default_prompt="the cat") as address:
@@ -38,13 +51,7 @@ def url():
 
 
 def test_compare_over_the_examples_set_shows_means_with_paired_intervals(browser, url):
-    size = set_size(SET, "toy")
-    browser.get(url)
-    open_tab(browser, "Compare")
-    choose(browser, "#compare-prompt-set input", SET)
-    browser.find_element(By.ID, "compare-button").click()
-    wait_until(browser, lambda d: f"prompt set {SET} ({size} prompts)" in text(d, "compare-outputs")
-               and "running" not in text(d, "compare-outputs"), "the set's finished header")
+    size = run_over_the_set(browser, url, "Compare", "compare", "compare-outputs")
     outputs = text(browser, "compare-outputs")
     assert "Coupled runs, one per prompt and repeat" in outputs and "paired per prompt against SpecTr" in outputs
     rows = browser.find_elements(By.CSS_SELECTOR, "#compare-outputs table.compare-set-table tr")
@@ -60,13 +67,7 @@ def test_compare_over_the_examples_set_shows_means_with_paired_intervals(browser
 
 
 def test_sweep_over_the_examples_set_runs_every_point(browser, url):
-    size = set_size(SET, "toy")
-    browser.get(url)
-    open_tab(browser, "Sweep")
-    choose(browser, "#sweep-prompt-set input", SET)
-    browser.find_element(By.ID, "sweep-button").click()
-    wait_until(browser, lambda d: f"prompt set {SET} ({size} prompts)" in text(d, "sweep-header")
-               and "running" not in text(d, "sweep-header"), "the sweep's finished header")
+    size = run_over_the_set(browser, url, "Sweep", "sweep", "sweep-header")
     wait_for(browser, "#sweep-efficiency .js-plotly-plot")
     assert no_error(browser) and "stopped" not in text(browser, "sweep-header")
     # its downloads' command box says the command line sweeps one prompt, not the set

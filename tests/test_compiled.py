@@ -25,7 +25,7 @@ from spectr_gbv.models import compiled, compiled_scoring
 from spectr_gbv.models.hf import load_pair
 from spectr_gbv.models.hf_session import HFSession
 from spectr_gbv.models.static_session import StaticHFSession
-from helpers import one_torch_thread
+from helpers import one_torch_thread, recording_fused_draft
 from tiny_models import save_tiny_llama
 
 pytestmark = pytest.mark.slow
@@ -148,25 +148,10 @@ def test_greedy_speculative_decoding_equals_greedy_ar_when_compiled(compiled_pai
 def test_a_fused_feature_draft_reads_the_layer_outputs_from_the_compiled_scoring_forward(compiled_pair):
     """The app's default draft reads target layers' outputs (EAGLE-3): their bucket is compiled with
     those outputs, and the features handed over are the full forward's, position by position."""
-    from spectr_gbv.models.feature_draft import FeatureDraftHead, FeatureDraftModel, FeatureDraftShape
-
     target, _ = compiled_pair
-    model, config = target.model, target.model.config
+    model = target.model
     assert target.compiled.scoring.compile(16, (0, 1))
-    torch.manual_seed(0)
-    head = FeatureDraftHead(FeatureDraftShape.of_target(config, feature_layers=(0, 1)))
-    draft = FeatureDraftModel(head, model.get_input_embeddings().weight.detach(),
-                              model.get_output_embeddings().weight.detach(), list(range(config.vocab_size)),
-                              config.vocab_size, None, "tiny fused draft")
-    handed, real_start = [], draft.start
-
-    def recording_start(prompt_ids):
-        session = real_start(prompt_ids)
-        real_add = session.add_features
-        session.add_features = lambda features: (handed.append(features.clone()), real_add(features))[1]
-        return session
-
-    draft.start = recording_start
+    draft, handed = recording_fused_draft(model)
     calls = counted(target)
     run = generate(target, draft, PROMPT, method="sd", draft_length=3, temperature=0, max_new_tokens=12).tokens
     assert run == generate(target, None, PROMPT, method="ar", temperature=0, max_new_tokens=12).tokens

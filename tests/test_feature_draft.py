@@ -268,27 +268,13 @@ def test_a_fused_head_reads_the_targets_layer_outputs_from_the_scoring_forward(t
     with it stays exact (greedy speculative decoding equals greedy AR)."""
     from spectr_gbv import generate
     from spectr_gbv.models.hf import HFModel, load_model
+    from helpers import recording_fused_draft
     from tiny_models import save_tiny_llama
 
     loaded = load_model(str(save_tiny_llama(tmp_path / "target", seed=1)), device="cpu", dtype=torch.float32)
     target = HFModel(loaded)
     config = loaded.model.config
-    shape = FeatureDraftShape.of_target(config, feature_layers=(0, 1))
-    torch.manual_seed(0)
-    head = FeatureDraftHead(shape)
-    draft = FeatureDraftModel(head, loaded.model.get_input_embeddings().weight.detach(),
-                              loaded.model.get_output_embeddings().weight.detach(), list(range(config.vocab_size)),
-                              config.vocab_size, None, "tiny fused draft")
-    handed = []
-    real_start = draft.start
-
-    def recording_start(prompt_ids):
-        session = real_start(prompt_ids)
-        real_add = session.add_features
-        session.add_features = lambda features: (handed.append(features.clone()), real_add(features))[1]
-        return session
-
-    draft.start = recording_start
+    draft, handed = recording_fused_draft(loaded.model)
     prompt = [3, 4, 5, 6]
     run = generate(target, draft, prompt, method="sd", draft_length=3, temperature=0, max_new_tokens=10)
     assert run.tokens == generate(target, None, prompt, method="ar", temperature=0, max_new_tokens=10).tokens

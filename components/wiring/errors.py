@@ -18,6 +18,7 @@ from collections import OrderedDict
 import gradio as gr
 
 from ..serving.limits import ClientGone
+from .outputs import each_result
 
 LOG = logging.getLogger("spectr_gbv.app")
 
@@ -116,17 +117,7 @@ def carryable(value):
 
 def carrying(fn):
     """`fn` (a function or a generator) with every result made `carryable`."""
-    if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def stream(*args, **kwargs):
-            for item in fn(*args, **kwargs):
-                yield carryable(item)
-        return stream
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        return carryable(fn(*args, **kwargs))
-    return call
+    return each_result(fn, carryable)
 
 
 def release_memory() -> None:

@@ -62,12 +62,8 @@ def rounded(value):
     return value
 
 
-def keyed(fn: Callable, components: Mapping[str, gr.components.Component]) -> Callable:
-    """`fn` (a function or a generator of NamedOutputs) with its results keyed by component."""
-
-    def convert(result):
-        return result.keyed(components) if isinstance(result, NamedOutputs) else result
-
+def each_result(fn: Callable, convert: Callable) -> Callable:
+    """`fn` (a function or a generator) with `convert` applied to every result it returns or yields."""
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def stream(*args, **kwargs):
@@ -79,6 +75,11 @@ def keyed(fn: Callable, components: Mapping[str, gr.components.Component]) -> Ca
     def call(*args, **kwargs):
         return convert(fn(*args, **kwargs))
     return call
+
+
+def keyed(fn: Callable, components: Mapping[str, gr.components.Component]) -> Callable:
+    """`fn` (a function or a generator of NamedOutputs) with its results keyed by component."""
+    return each_result(fn, lambda result: result.keyed(components) if isinstance(result, NamedOutputs) else result)
 
 
 def wire(listener, fn: Callable, inputs, outputs: Mapping[str, gr.components.Component], **kwargs):

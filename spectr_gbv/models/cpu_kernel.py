@@ -168,15 +168,21 @@ class Fp16WeightLinear(torch.nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, fp16 weights (fbgemm)"
 
 
+def swap_linears(module: torch.nn.Module, make, keep_dense: tuple[torch.nn.Module, ...] = ()) -> torch.nn.Module:
+    """`module` with every Linear swapped in place for `make(linear, keep_dense=...)`; `keep_dense`
+    names the Linears whose plain weight the replacement keeps too (`output_weight` reads it)."""
+    for name, child in list(module.named_children()):
+        if isinstance(child, torch.nn.Linear):
+            setattr(module, name, make(child, keep_dense=any(child is m for m in keep_dense)))
+        else:
+            swap_linears(child, make, keep_dense)
+    return module
+
+
 def fp16_weight_linears(module: torch.nn.Module, keep_dense: tuple[torch.nn.Module, ...] = ()) -> torch.nn.Module:
     """`module` with every Linear swapped in place for an `Fp16WeightLinear`: weights stored in
     fp16, products in fp32."""
-    for name, child in list(module.named_children()):
-        if isinstance(child, torch.nn.Linear):
-            setattr(module, name, Fp16WeightLinear(child, keep_dense=any(child is m for m in keep_dense)))
-        else:
-            fp16_weight_linears(child, keep_dense)
-    return module
+    return swap_linears(module, Fp16WeightLinear, keep_dense)
 
 
 class PackedLinear(torch.nn.Module):
@@ -205,12 +211,7 @@ class PackedLinear(torch.nn.Module):
 
 def packed_linears(module: torch.nn.Module, keep_dense: tuple[torch.nn.Module, ...] = ()) -> torch.nn.Module:
     """`module` with every Linear swapped in place for a `PackedLinear` of its own dtype."""
-    for name, child in list(module.named_children()):
-        if isinstance(child, torch.nn.Linear):
-            setattr(module, name, PackedLinear(child, keep_dense=any(child is m for m in keep_dense)))
-        else:
-            packed_linears(child, keep_dense)
-    return module
+    return swap_linears(module, PackedLinear, keep_dense)
 
 
 def apply_kernel(model: torch.nn.Module, kernel: str) -> torch.nn.Module:
