@@ -12,14 +12,24 @@ the seed fixes).
 
 Reads are counted with a `TorchFunctionMode` (it sees the Python-level Tensor methods), ops
 with a `TorchDispatchMode` (it sees every aten op after autograd, as a backend would).
+
+`--compiled` also counts the ops of the compiled target (torch.compile, `models.compiled`). A
+dispatch mode cannot see inside a compiled graph, so both the eager and the compiled loop are
+counted there by torch.profiler instead (`ProfiledOpCounter`): each top-level operator call
+(an aten op, or a custom op such as the fp16-weight Linear) and each kernel inductor generated
+(its kernel profiling switched on before the compile), which is what a compiled loop launches.
+The same counter on the eager loop agrees with the dispatch mode to within a few percent, so
+the two modes compare like for like.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -66,6 +76,43 @@ class OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class ProfiledOpCounter:
+    """Counts the operator calls torch.profiler records inside its `with` block at top level:
+    aten and custom ops not called from within another op, and inductor's generated kernels
+    (recorded when `torch._inductor.config.cpp.enable_kernel_profile` was on at compile time;
+    their names hold `cpp_fused`/`triton_`). What runs inside an op (aten::linear's mm) is the
+    op's own business and is not counted again, as a dispatch mode would see the op once."""
+
+    def __init__(self) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        self._profile = profile(activities=[ProfilerActivity.CPU])
+        self.by_op: Counter[str] = Counter()
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_op.values())
+
+    @staticmethod
+    def is_op(name: str) -> bool:
+        return "::" in name or "cpp_fused" in name or "triton_" in name
+
+    def __enter__(self) -> "ProfiledOpCounter":
+        self._profile.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._profile.__exit__(*exc)
+        for event in self._profile.events():
+            if not self.is_op(event.name):
+                continue
+            parent = event.cpu_parent
+            while parent is not None and not self.is_op(parent.name):
+                parent = parent.cpu_parent
+            if parent is None:
+                self.by_op[event.name] += 1
+
+
 @dataclass
 class LoopCounts:
     """One run's counts, and what they are per iteration and per token."""
@@ -79,6 +126,7 @@ class LoopCounts:
     host_reads: int
     aten_ops: int
     reads_by_name: dict[str, int] = field(default_factory=dict)
+    ops_by_name: dict[str, int] = field(default_factory=dict)
 
     @property
     def reads_per_iteration(self) -> float:
@@ -93,11 +141,13 @@ class LoopCounts:
 
 
 def count_loop(target, draft, prompt_ids, method: str, num_drafts: int, draft_length: int, temperature: float,
-               max_new_tokens: int, seed: int = 0, detail: bool = False) -> LoopCounts:
+               max_new_tokens: int, seed: int = 0, detail: bool = False, profiled: bool = False) -> LoopCounts:
     """Decode once, counting the loop's host reads and aten ops.
 
     The session start (prefill, and the feature draft's first features) is left out: it runs
-    once per request, not per iteration. What is counted is every iteration and its commit."""
+    once per request, not per iteration. What is counted is every iteration and its commit
+    (plain decoding's first iteration is its prefill). `profiled`: ops counted by
+    `ProfiledOpCounter`, which sees into a compiled target, instead of the dispatch mode."""
     from ..config import DecodeConfig
     from ..engine import DecodeRun, run_iterations, run_lean
 
@@ -105,14 +155,14 @@ def count_loop(target, draft, prompt_ids, method: str, num_drafts: int, draft_le
                           max_new_tokens=max_new_tokens, seed=seed, with_theory=False)
     run = DecodeRun(target, draft, prompt_ids, config)
     loop = run_iterations(run) if detail else run_lean(run)
-    reads, ops = HostReadCounter(), OpCounter()
+    reads, ops = HostReadCounter(), (ProfiledOpCounter() if profiled else OpCounter())
     iterations = tokens = 0
     with reads, ops:
         for step in loop:
             iterations += 1
             tokens += len(step.emitted)
     return LoopCounts(method, num_drafts, draft_length, detail, iterations, tokens, reads.total, ops.total,
-                      dict(reads.by_name))
+                      dict(reads.by_name), dict(ops.by_op))
 
 
 def main() -> None:
@@ -125,20 +175,66 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--detail", action="store_true", help="count the detailed loop (the app's), not the lean one")
+    parser.add_argument("--compiled", action="store_true",
+                        help="also count ops per token of the compiled target, eager and compiled alike by torch.profiler")
     parser.add_argument("--json")
+    parser.add_argument("--markdown", help="write the table (with its command) here too")
     args = parser.parse_args()
     from .. import load_pair
     from ..models.hf import chat_prompt_ids
     from ..prompt_sets import bench_prompts
 
-    target, draft, tokenizer = load_pair(args.target, args.draft)
+    target, draft, tokenizer = load_pair(args.target, args.draft, compile=False)
     ids = chat_prompt_ids(tokenizer, next(iter(bench_prompts().values())))
-    rows = [count_loop(target, draft, ids, m, args.drafts, args.lengths, args.temperature, args.tokens,
-                       detail=args.detail).as_dict() for m in args.methods]
-    print(markdown(rows))
+
+    def counted(**kwargs) -> list[dict]:
+        return [count_loop(target, draft, ids, m, args.drafts, args.lengths, args.temperature, args.tokens,
+                           detail=args.detail, **kwargs).as_dict() for m in args.methods]
+
+    rows = counted()
+    text = markdown(rows)
+    if args.compiled:
+        text += "\n\n" + compiled_markdown(rows, *compiled_counts(target, draft, args.drafts * args.lengths, counted))
+    command = "python -m spectr_gbv.bench.counts " + " ".join(sys.argv[1:])
+    print(text)
+    if args.markdown:
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.markdown).write_text(f"{target.name}; {args.tokens} tokens at T = {args.temperature}, seed 0, "
+                                       f"the first bench prompt. Command: `{command}`.\n\n{text}\n")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=2)
+
+
+def compiled_counts(target, draft, most_drafted: int, counted) -> tuple[list[dict], list[dict], str]:
+    """(eager rows, compiled rows, the target's mode after the compile), both counted by the
+    profiler: the eager loop first, then the target compiled with inductor's kernel profiling on
+    (its step and every scoring bucket the trees can need, before counting, as the bench does)."""
+    import torch._inductor.config as inductor_config
+
+    from ..models import compiled
+    from .__main__ import compile_buckets
+
+    eager = counted(profiled=True)
+    inductor_config.cpp.enable_kernel_profile = True  # each generated kernel call becomes a profiler event
+    layers = tuple(getattr(draft, "feature_layers", ()))
+    mode = compiled.attach(target).compile_now(scoring_layers=layers)
+    if mode == compiled.COMPILED:
+        compile_buckets(target, draft, most_drafted)
+    counted(profiled=True)  # a compiled function's first calls set up its caches and guards: not steady state
+    return eager, counted(profiled=True), mode
+
+
+def compiled_markdown(rows: list[dict], eager: list[dict], compiled_rows: list[dict], mode: str) -> str:
+    """Ops per token: the dispatch mode's eager count, the profiler's eager and compiled counts."""
+    lines = [f"Ops per token, counted by torch.profiler (top-level operator calls and inductor's kernels); the "
+             f"target {mode} in the last column.", "",
+             "| method | K | L | eager (dispatch mode) | eager (profiler) | compiled (profiler) | compiled / eager |",
+             "|---|---|---|---|---|---|---|"]
+    for r, e, c in zip(rows, eager, compiled_rows):
+        lines.append(f"| {r['method']} | {r['num_drafts']} | {r['draft_length']} | {r['ops_per_token']:.0f} | "
+                     f"{e['ops_per_token']:.0f} | {c['ops_per_token']:.0f} | {c['ops_per_token'] / e['ops_per_token']:.2f} |")
+    return "\n".join(lines)
 
 
 def markdown(rows: list[dict]) -> str:

@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 import torch
 
+from .attention import use_grouped_sdpa
 from .cache import CACHE_ENV, cache_dir  # noqa: F401 - CACHE_ENV re-exported: tests and callers read hf.CACHE_ENV
 from .hf_session import HFModel, HFSession, LoadedModel
 from .load_stage import stage
@@ -194,6 +195,8 @@ def _from_folder_or_hub(source: str, device: torch.device, dtype: torch.dtype) -
         raise ValueError(f"model {source!r} is incomplete: missing weights {sorted(info['missing_keys'])[:5]}")
     restricted = Path(source) / OUTPUT_TOKEN_IDS_FILE
     output_ids = json.loads(restricted.read_text()) if restricted.is_file() else None
+    if device.type == "cpu":  # key/value heads shared by SDPA, not copied per forward (models.attention)
+        use_grouped_sdpa(model)
     return LoadedModel(source, model.to(device).eval(), tokenizer, output_ids)
 
 
