@@ -74,21 +74,26 @@ def main() -> None:
             if i in (1, 10, 100, 200, 500) or i == args.sessions:
                 readings[i] = rss_mib(server.pid)
                 print(f"{i:5d} sessions: server RSS {readings[i]:.0f} MiB ({time.monotonic() - started:.0f} s)", flush=True)
-        growth = readings[args.sessions] - readings[10]
+        # from 10 sessions on: a run of fewer (a cold-start timing alone) is measured from the first
+        growth = readings[args.sessions] - readings[min(10, args.sessions)]
         growth_from_first = readings[args.sessions] - readings[1]
         result = {
             "pair": args.pair, "sessions": args.sessions, "failures": failures, "rss_mib": readings,
             "request": {"method": DEFAULT_METHOD, "K": DEFAULT_K, "L": DEFAULT_L, "T": DEFAULT_T, "tokens": args.tokens},
-            "growth_mib_after_10": growth, "goal_mib": GOAL_MIB, "met": growth <= GOAL_MIB and failures == 0,
+            "growth_mib_after_10": growth, "goal_mib": GOAL_MIB,
             "growth_mib_after_first": growth_from_first, "goal_from_first_mib": GOAL_FROM_FIRST_MIB,
-            "met_from_first": growth_from_first <= GOAL_FROM_FIRST_MIB and failures == 0,
+            # a memory verdict needs the sessions: a shorter run times the cold start only
+            "met": growth <= GOAL_MIB and failures == 0 if args.sessions >= 10 else None,
+            "met_from_first": growth_from_first <= GOAL_FROM_FIRST_MIB and failures == 0 if args.sessions >= 10 else None,
             "cold_start_s": {"serving": up_s, "first_request": first_request_s},
             "session_capacity": int(os.environ.get("SPECTR_GBV_MAX_SESSIONS", 200)),
             "command": "python tests/memory_sessions.py " + " ".join(sys.argv[1:]),
+            # the library's cache folder: an empty one makes the first request dequantise the model file
+            "cache": os.environ.get("SPECTR_GBV_CACHE", "~/.cache/spectr-gbv (the default)"),
         }
-        print(f"growth from 10 to {args.sessions} sessions: {growth:+.0f} MiB (goal <= {GOAL_MIB} MiB), from the first "
+        print(f"growth from {min(10, args.sessions)} to {args.sessions} sessions: {growth:+.0f} MiB (goal <= {GOAL_MIB} MiB), from the first "
               f"request {growth_from_first:+.0f} MiB (goal <= {GOAL_FROM_FIRST_MIB} MiB); {failures} failed requests "
-              f"-> {'met' if result['met'] and result['met_from_first'] else 'MISSED'}")
+              f"-> {'not judged (under 10 sessions)' if result['met'] is None else 'met' if result['met'] and result['met_from_first'] else 'MISSED'}")
         if args.json:
             Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     finally:

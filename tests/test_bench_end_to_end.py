@@ -39,3 +39,27 @@ def test_the_table_names_the_mode_the_target_ran_in():
               "max_new_tokens": 8, "temperature": 0.7, "rounds": 3, "best_settings": {}, "rows": [row("ar", 1.0)]}
     assert "Target: t (compiled: AR and every method use it" in markdown(result | {"target_mode": "compiled"})
     assert "Target: t (eager:" in markdown(result)  # results written before the mode was recorded ran eagerly
+
+
+def test_the_eager_row_of_a_compiled_bench_runs_with_nothing_compiled_offered_and_gives_it_back():
+    from types import SimpleNamespace
+
+    from spectr_gbv.bench.__main__ import Contender, eagerly
+
+    compiled_step, buckets = object(), {(16, ()): object()}
+    switch = SimpleNamespace(step=compiled_step, scoring=SimpleNamespace(ready=buckets))
+    seen = []
+
+    def run(ids, seed):
+        seen.append((switch.step, dict(switch.scoring.ready)))
+        if seed == 1:
+            raise RuntimeError("a run that fails")
+        return 8, 4
+
+    contender = eagerly(SimpleNamespace(compiled=switch), Contender("ar [eager]", 0, 0, run))
+    contender.time(0, [1, 2, 3])
+    assert seen == [(None, {})] and contender.tokens == {0: 8}
+    assert switch.step is compiled_step and switch.scoring.ready is buckets
+    with pytest.raises(RuntimeError):
+        contender.run([1], 1)
+    assert switch.step is compiled_step and switch.scoring.ready is buckets  # given back after a failure too

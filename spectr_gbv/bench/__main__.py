@@ -18,7 +18,9 @@ Wall clock, this machine only, in the lean mode (`generate(..., detail=False)`):
   beside its speedup over ours.
 
 With `SPECTR_GBV_COMPILE=1` the target's forwards are compiled (and checked) before anything is
-timed, so AR and every method use the compiled target; the header says which mode ran.
+timed, so AR and every method use the compiled target; the header says which mode ran, and a row
+"ar [eager]" times plain decoding on the same target's eager forwards, interleaved like the
+rest: what the compile buys.
 
 `--search`: a small (K, L) grid per method on half the prompts and tokens, one round,
 reporting each method's best setting on this machine; the main run then uses it.
@@ -27,6 +29,7 @@ reporting each method's best setting on this machine; the main run then uses it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import platform
@@ -157,6 +160,12 @@ def search(target, draft, prompts, methods, T, n) -> tuple[dict, list[dict]]:
 
 
 def run(args) -> dict:
+    from ..models.compiled import compile_wanted
+
+    if compile_wanted(app=False):  # the ops column then counts the compiled kernels (`counts.ProfiledOpCounter`)
+        import torch._inductor.config as inductor_config
+
+        inductor_config.cpp.enable_kernel_profile = True
     target, draft, tokenizer = load_pair(args.target, args.draft)
     kernel = getattr(target.loaded, "kernel", None)  # the default target's CPU kernel (models.cpu_kernel)
     mode = serving_mode(target)  # "compiled" when $SPECTR_GBV_COMPILE asked for it and the compile passed its check
@@ -178,8 +187,13 @@ def run(args) -> dict:
                           T, n, f"{PEER} [float32]"))
     fastest_ar = fastest_plain_decoding(target, kernel)  # plain decoding in another kernel, if its step is faster
     extra = [ours(fastest_ar[1], None, "ar", 0, 0, T, n, f"ar [{fastest_ar[0]}]")] if fastest_ar else []
+    if mode == "compiled":  # the same target eagerly, interleaved: what the compile itself buys
+        extra.append(eagerly(target, ours(target, draft, "ar", 0, 0, T, n, "ar [eager]")))
     race(contenders + peers + extra, ar, prompts, args.rounds)
-    counted = {(m, K, L): count_loop(target, draft, prompts[0], m, K, L, T, n) for m, K, L in [("ar", 1, 1), *configs]}
+    # A dispatch mode cannot see into a compiled graph (the loop would run eagerly under it): the profiler counts there.
+    profiled = mode == "compiled"
+    counted = {(m, K, L): count_loop(target, draft, prompts[0], m, K, L, T, n, profiled=profiled)
+               for m, K, L in [("ar", 1, 1), *configs]}
     rows = [row(ar, ar, T, counted[("ar", 1, 1)])]
     rows += [row(c, ar, T, counted[(c.name, c.K, c.L)]) for c in contenders]
     rows += [row(c, ar, T) for c in peers + extra]
@@ -206,6 +220,24 @@ def compile_buckets(target, draft, most_drafted: int) -> None:
     for width in [b for b in BUCKETS if b <= bucket_for(1 + most_drafted)]:
         print(f"scoring bucket {width}: {'compiled' if scoring.compile(width, layers) else 'eager'}", flush=True)
     scoring.on_need = False
+
+
+def eagerly(target, contender: Contender) -> Contender:
+    """`contender` run on the compiled `target`'s eager forwards: its sessions start while the
+    target's switch offers no compiled step and no compiled bucket (`compiled.CompiledStep`); the
+    compiled ones are offered again when the run ends."""
+    switch = target.compiled
+    run = contender.run
+
+    def eager_run(ids, seed):
+        step, ready = switch.step, switch.scoring.ready
+        switch.step, switch.scoring.ready = None, {}
+        try:
+            return run(ids, seed)
+        finally:
+            switch.step, switch.scoring.ready = step, ready
+
+    return dataclasses.replace(contender, run=eager_run)
 
 
 def fastest_plain_decoding(target, kernel) -> tuple[str, HFModel] | None:
