@@ -111,17 +111,19 @@ def propose(
     generator: torch.Generator,
     target_device: torch.device,
     draft_device: torch.device,
+    timed: bool = True,
 ) -> Proposal:
-    """Steps 1 and 2: draft K blocks, score them with one target call."""
+    """Steps 1 and 2: draft K blocks, score them with one target call. `timed`: the two phases'
+    seconds (on CUDA each a device sync); the lean loop takes none and records 0."""
     start = time.perf_counter()
     draft_tokens, draft_probs = draft_blocks(draft, config, num_drafts, generator)
-    draft_s = _seconds_since(start, draft_device)
+    draft_s = _seconds_since(start, draft_device) if timed else 0.0
 
     start = time.perf_counter()
     draft_tokens = draft_tokens.to(target_device)
     target_logits = target.score(draft_tokens)
     target_probs = logits_to_probs(target_logits, config.temperature, config.top_k, config.top_p)
-    target_s = _seconds_since(start, target_device)
+    target_s = _seconds_since(start, target_device) if timed else 0.0
     return Proposal(draft_tokens, draft_probs.to(target_device), target_probs, draft_s, target_s)
 
 
@@ -234,9 +236,9 @@ class DecodeRun:
     def remaining(self) -> int:
         return 0 if self.finished else self.config.max_new_tokens - self.produced
 
-    def propose(self, num_drafts: int) -> Proposal:
+    def propose(self, num_drafts: int, timed: bool = True) -> Proposal:
         return propose(self.config, num_drafts, self.target_session, self.draft_session, self.generators[0],
-                       self.target.device, self.draft.device)
+                       self.target.device, self.draft.device, timed)
 
     def commit(self, branch: int, tokens: list[int], drafted: list[int] | None = None) -> list[int]:
         """Make an iteration's tokens context (capped, cut after EOS); returns those emitted.
@@ -309,7 +311,7 @@ def run_lean(run: DecodeRun) -> Iterator[LeanStep]:
             token = sample_rows(probs, run.generators[0]).tolist()  # the one read of a plain step
             yield LeanStep(run.commit(0, token), 0)
             continue
-        proposal = run.propose(config.effective_num_drafts)
+        proposal = run.propose(config.effective_num_drafts, timed=False)  # no phase timings: on CUDA each is a sync
         inp = VerifyInput.trusted(proposal.draft_tokens, proposal.draft_probs, proposal.target_probs)
         if spec.decide is not None:
             winner, tau, final, *block = spec.decide(inp, run.generators[1]).tolist()  # the decision, one read

@@ -189,3 +189,22 @@ def test_the_benchmark_warms_every_run_up_and_times_plain_decoding_just_before_e
     assert all(timed[i][0] == "ar" and timed[i + 1][0] != "ar" and timed[i][1] == timed[i + 1][1]
                for i in range(0, len(timed), 2))
     assert set(a.best_s) == set(b.best_s) == set(ar.best_s) == {0, 1}
+
+
+@pytest.mark.unit
+def test_the_lean_loop_takes_no_phase_timings_which_on_cuda_are_device_syncs(monkeypatch):
+    from spectr_gbv import engine
+
+    pair = get_pair(TOY_KEY)
+    ids = pair.encode("the cat")
+    timings = []
+    original = engine._seconds_since
+    monkeypatch.setattr(engine, "_seconds_since", lambda start, device: timings.append(device) or original(start, device))
+    for method in ("sd", "spectr_gbv", "as_bv_handoff"):
+        kwargs = dict(method=method, num_drafts=2, draft_length=3, temperature=0.9, max_new_tokens=12, seed=1)
+        lean = generate(pair.target, pair.draft, ids, detail=False, **kwargs)
+        assert timings == [], method
+        detailed = generate(pair.target, pair.draft, ids, with_theory=False, **kwargs)
+        assert detailed.tokens == lean.tokens
+        assert len(timings) == 3 * len(detailed.iterations), method  # draft, target, verify: the detailed loop's phases
+        timings.clear()
