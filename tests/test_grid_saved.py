@@ -35,10 +35,19 @@ def same(a, b) -> bool:
 
 
 def test_every_frontier_file_under_assets_results_is_listed_with_a_readable_label():
-    on_disk = sorted(p.relative_to(grid_saved.RESULTS).as_posix()
-                     for p in grid_saved.RESULTS.rglob("frontier.json"))
-    assert T07 in on_disk and "cpu_frontier_default/frontier.json" in on_disk
-    assert sorted(grid_saved.saved_results()) == on_disk  # each holds one T: its key is its path
+    files = sorted(grid_saved.RESULTS.rglob("frontier.json"))
+    where = [p.relative_to(grid_saved.RESULTS).as_posix() for p in files]
+    assert T07 in where and "cpu_frontier_default/frontier.json" in where
+    # A file with one T is named by its path; a file with several, once per T as path@T.
+    expected = []
+    for path, key in zip(files, where):
+        temperatures = sorted({float(row["T"]) for row in read_rows(path)})
+        expected += [key] if len(temperatures) == 1 else [f"{key}@{t:g}" for t in temperatures]
+    assert sorted(grid_saved.saved_results()) == sorted(expected)
+    for key in expected:
+        saved = grid_saved.saved_results()[key]
+        assert saved.several == ("@" in key)
+        assert not saved.several or key.endswith(f"@{saved.temperature:g}") and f"T {saved.temperature:g}" in saved.label
     labels = dict((key, label) for label, key in grid_saved.saved_choices())
     assert labels[T07] == "frontier_grid / T0.7 (60 prompts x 16 tokens)"
     assert labels["cpu_frontier_default/frontier.json"].startswith("cpu_frontier_default at T 0.7 (")
@@ -50,13 +59,17 @@ def test_every_frontier_file_under_assets_results_is_listed_with_a_readable_labe
     (T07, "gain", "best", "spectr"),
     ("frontier_grid/T1.0_L4_8/frontier.json", "gain", "as_bv", "spectr_gbv"),
     ("frontier_handoff/frontier.json", "gain", "as_bv_handoff", "as_bv"),
+    ("frontier_grid_v2/frontier.json@0.7", "gain", "best", "spectr"),  # a file holding several T: one of them
 ])
 def test_the_cells_drawn_are_grid_cells_of_the_same_file_and_its_command_prints_them(key, value, rule, baseline,
                                                                                      capsys, monkeypatch):
     shown = grid_saved.show_saved(key, value, rule, baseline)
-    path = grid_saved.RESULTS / key
-    cells = grid_cells(read_rows(path), value, rule, baseline)
-    by_grid_cells = grid_cells_command([str(path), "--value", value, "--rule", rule, "--baseline", baseline])
+    path, _, at = key.partition("@")  # a file holding several T is named once per T, as path@T
+    path = grid_saved.RESULTS / path
+    temperature = ["--temperature", at] if at else []
+    cells = grid_cells(read_rows(path), value, rule, baseline, float(at) if at else None)
+    by_grid_cells = grid_cells_command([str(path), "--value", value, "--rule", rule, "--baseline", baseline,
+                                        *temperature])
     table = shown.data["table"]
     assert len(table) == len(cells) == len(by_grid_cells) > 0
     for row, printed, c in zip(table, by_grid_cells, cells):
@@ -69,7 +82,7 @@ def test_the_cells_drawn_are_grid_cells_of_the_same_file_and_its_command_prints_
     recorded, cells_line = shown.data["command"].splitlines()
     notes = path.with_name("frontier.md").read_text()
     assert recorded.startswith("python -m spectr_gbv.bench.frontier ") and f"`{recorded}`" in notes
-    assert f"--out assets/results/{Path(key).parent.as_posix()}" in recorded
+    assert f"--out assets/results/{path.parent.relative_to(grid_saved.RESULTS).as_posix()}" in recorded
     words = shlex.split(cells_line)
     assert words[:3] == ["python", "-m", "spectr_gbv.bench.grid_cells"]
     monkeypatch.chdir(ROOT)
