@@ -11,6 +11,7 @@ import torch
 from spectr_gbv import METHODS, generate
 from spectr_gbv.models import cpu_kernel
 from spectr_gbv.models.cpu_kernel import KernelChoice, KernelCost
+from spectr_gbv.models.fused_linear import FusedMember
 from spectr_gbv.models.hf import HFModel, load_model
 from tiny_models import save_tiny_llama
 
@@ -106,7 +107,9 @@ def test_a_probe_times_each_candidate_and_is_cached(monkeypatch, tmp_path, tiny)
 def test_fp16_weights_swap_every_linear_and_the_output_head_but_keep_the_embedding_in_fp32(tiny):
     model = cpu_kernel.apply_kernel(load_model(tiny.name, device="cpu", dtype=torch.float32).model, "fp16-weights")
     swapped = [m for m in model.modules() if isinstance(m, cpu_kernel.Fp16WeightLinear)]
-    assert len(swapped) == 3 * 7 + 1 and not any(isinstance(m, torch.nn.Linear) for m in model.modules())  # 7 a layer
+    fused = [m for m in model.modules() if isinstance(m, FusedMember)]  # q/k/v and gate/up: one GEMM each
+    assert len(swapped) == 3 * 2 + 1 and len(fused) == 3 * 5  # 7 Linears a layer
+    assert not any(isinstance(m, torch.nn.Linear) for m in model.modules())
     assert model.get_output_embeddings() in swapped
     assert model.get_input_embeddings().weight.dtype == torch.float32  # a lookup: no bytes saved by packing it
     # the feature draft takes its head rows from output_weight: the fp32 head rounded to fp16

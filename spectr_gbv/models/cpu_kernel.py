@@ -140,6 +140,14 @@ def _(x, packed, bias, out_features):
     return x.new_empty((*x.shape[:-1], out_features))
 
 
+def linear_fp16_weight(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor, out_features: int) -> torch.Tensor:
+    """x @ W.T + b with W packed by `fbgemm_pack_gemm_matrix_fp16`: under compile one custom op
+    with a shape rule, eagerly the aten call itself, without the custom op's dispatch."""
+    if torch.compiler.is_compiling():
+        return _linear_fp16_weight(x, packed, bias, out_features)
+    return torch.fbgemm_linear_fp16_weight(x, packed, bias)
+
+
 class Fp16WeightLinear(torch.nn.Module):
     """A Linear whose weight is stored in fp16, packed once for fbgemm's fp16 GEMM; products and
     outputs in fp32. The same kernel, and the same bits, as torch.ao's dynamic fp16 Linear
@@ -160,9 +168,7 @@ class Fp16WeightLinear(torch.nn.Module):
         self.dense_weight = weight.half() if keep_dense else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.compiler.is_compiling():
-            return _linear_fp16_weight(x, self.packed, self.bias, self.out_features)
-        return torch.fbgemm_linear_fp16_weight(x, self.packed, self.bias)
+        return linear_fp16_weight(x, self.packed, self.bias, self.out_features)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, fp16 weights (fbgemm)"
@@ -224,6 +230,9 @@ def apply_kernel(model: torch.nn.Module, kernel: str) -> torch.nn.Module:
             return model
         return packed_linears(model, keep_dense=(model.get_output_embeddings(),))
     if kernel == "fp16-weights":
+        from .fused_linear import fuse_sibling_linears
+
+        fuse_sibling_linears(model)  # q/k/v and gate/up as one GEMM each, the same bits
         return fp16_weight_linears(model, keep_dense=(model.get_output_embeddings(),))
     raise ValueError(f"unknown CPU kernel {kernel!r}; choose one of: {', '.join(KERNELS)}")
 

@@ -311,9 +311,11 @@ class FeatureDraftModel:
         (fp32 products). A draft step is memory-bound: this halves the bytes it reads, as the
         fp16-weight target does. The draft is not the target, so this changes only its proposals."""
         from .cpu_kernel import fp16_weight_linears
+        from .fused_linear import fuse_sibling_linears
 
         projection = torch.nn.Linear(self.output_head.shape[1], self.output_head.shape[0], bias=False)
         projection.weight.data = self.output_head.float()
+        fuse_sibling_linears(self.head)  # q/k/v and gate/up as one GEMM each, the same bits
         self.head = fp16_weight_linears(self.head)
         self.output_head = fp16_weight_linears(torch.nn.Sequential(projection))
         self.kernel = "fp16-weights"

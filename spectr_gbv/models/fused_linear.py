@@ -1,0 +1,89 @@
+"""Sibling fp16-weight Linears that read the same input, computed as one GEMM.
+
+A Llama-family layer projects its input three times for attention (`q_proj`, `k_proj`,
+`v_proj`) and twice for the MLP (`gate_proj`, `up_proj`). With fbgemm's fp16-weight kernel
+each projection is one call, seven a layer with `o_proj` and `down_proj`, and each an opaque
+op that a compiled graph calls as it is (a kernel launch, on a GPU's terms). Packing the
+siblings' weights side by side makes them one call of the same kernel whose output is their
+outputs side by side, bit for bit (fbgemm computes every output column over the same reduction;
+`tests/test_fused_linear.py` checks it on the default target's shapes). Five calls a layer
+become two: the compiled one-token step of the default target makes 332 op calls where it made
+480 (`assets/results/cpu_avx2/fp16-weights/ops_compiled.md`), and a scoring forward of several
+positions reads its input once for five products.
+
+transformers' modeling code is kept as it is: the siblings stay modules under their own names,
+and the first one called with an input computes the fused product for all of them and hands each
+its slice (`FusedGroup.part`). A sibling called with another input recomputes, so the order of
+the calls does not matter, only that they are made; once every sibling has taken its slice the
+group lets go of the tensors, so nothing outlives the layer's forward (and under torch.compile
+nothing becomes an extra graph output).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .cpu_kernel import linear_fp16_weight
+
+# The sibling projections a Llama-family layer (Llama, Mistral, Qwen2, SmolLM, ...) makes of one input.
+SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+
+
+class FusedGroup:
+    """The packed weights of sibling Linears, and the last input's product while its slices are taken."""
+
+    def __init__(self, linears: list[torch.nn.Linear]):
+        self.sizes = [linear.out_features for linear in linears]
+        self.out_features = sum(self.sizes)
+        weight = torch.cat([linear.weight.detach().float() for linear in linears])
+        self.packed = torch.fbgemm_pack_gemm_matrix_fp16(weight)  # as `Fp16WeightLinear` packs each one
+        self.bias = torch.cat([torch.zeros(linear.out_features) if linear.bias is None else linear.bias.detach().float()
+                               for linear in linears])
+        self.done = (1 << len(linears)) - 1
+        self.input = self.parts = None
+        self.taken = 0
+
+    def part(self, x: torch.Tensor, index: int) -> torch.Tensor:
+        if self.parts is None or self.input is not x:
+            product = linear_fp16_weight(x, self.packed, self.bias, self.out_features)
+            self.input, self.parts, self.taken = x, product.split(self.sizes, dim=-1), 0
+        part = self.parts[index]
+        self.taken |= 1 << index
+        if self.taken == self.done:  # every sibling has its slice: hold nothing past this layer
+            self.input = self.parts = None
+        return part
+
+
+class FusedMember(torch.nn.Module):
+    """One sibling of a `FusedGroup`, in its Linear's place: its slice of the group's product."""
+
+    def __init__(self, group: FusedGroup, index: int, in_features: int):
+        super().__init__()
+        self.group, self.index = group, index
+        self.in_features, self.out_features = in_features, group.sizes[index]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.group.part(x, self.index)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, slice {self.index} of one "
+                f"fp16-weight GEMM of {self.group.out_features}")
+
+
+def fuse_sibling_linears(model: torch.nn.Module) -> int:
+    """Fuse, in place, every group of `SIBLINGS` that are all plain fp32-or-lower Linears of one
+    input size into one fp16-weight GEMM (before `fp16_weight_linears` swaps the other Linears);
+    returns how many groups were fused."""
+    fused = 0
+    for module in list(model.modules()):
+        for names in SIBLINGS:
+            linears = [getattr(module, name, None) for name in names]
+            if not all(type(linear) is torch.nn.Linear for linear in linears):
+                continue
+            if len({linear.in_features for linear in linears}) != 1:
+                continue
+            group = FusedGroup(linears)
+            for index, name in enumerate(names):
+                setattr(module, name, FusedMember(group, index, linears[index].in_features))
+            fused += 1
+    return fused
