@@ -63,3 +63,15 @@ def test_the_eager_row_of_a_compiled_bench_runs_with_nothing_compiled_offered_an
     with pytest.raises(RuntimeError):
         contender.run([1], 1)
     assert switch.step is compiled_step and switch.scoring.ready is buckets  # given back after a failure too
+
+
+def test_result_files_go_to_the_folder_of_the_cpu_class_and_the_targets_kernel(tmp_path):
+    from types import SimpleNamespace
+
+    from spectr_gbv.bench.__main__ import results_folder, results_folder_for
+
+    chosen = SimpleNamespace(loaded=SimpleNamespace(kernel=SimpleNamespace(kernel="fp16-weights")))
+    assert results_folder_for(str(tmp_path), chosen) == results_folder(str(tmp_path), "fp16-weights")
+    assert results_folder(str(tmp_path), "fp16-weights").parent.name.startswith("cpu_")
+    for none in (SimpleNamespace(), SimpleNamespace(loaded=SimpleNamespace(kernel=None))):  # a hub model, or CUDA
+        assert results_folder_for(str(tmp_path), none) == results_folder(str(tmp_path), "default")

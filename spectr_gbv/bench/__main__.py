@@ -163,9 +163,9 @@ def run(args) -> dict:
     from ..models.compiled import compile_wanted
 
     if compile_wanted(app=False):  # the ops column then counts the compiled kernels (`counts.ProfiledOpCounter`)
-        import torch._inductor.config as inductor_config
+        from .counts import record_compiled_kernels
 
-        inductor_config.cpp.enable_kernel_profile = True
+        record_compiled_kernels()
     target, draft, tokenizer = load_pair(args.target, args.draft)
     kernel = getattr(target.loaded, "kernel", None)  # the default target's CPU kernel (models.cpu_kernel)
     mode = serving_mode(target)  # "compiled" when $SPECTR_GBV_COMPILE asked for it and the compile passed its check
@@ -270,6 +270,12 @@ def results_folder(root: str, kernel: str) -> Path:
 
     klass = cpu_kernel.cpu_class(cpu_kernel.cpu_flags()).lower().replace("-", "_")
     return Path(root) / f"cpu_{klass}" / kernel
+
+
+def results_folder_for(root: str, target) -> Path:
+    """`results_folder` of the kernel `target` runs in ("default" for a target without a CPU kernel choice)."""
+    kernel = getattr(getattr(target, "loaded", None), "kernel", None)
+    return results_folder(root, kernel.kernel if kernel is not None else "default")
 
 
 def _fmt(value, spec=".2f"):

@@ -113,6 +113,14 @@ class ProfiledOpCounter:
                 self.by_op[event.name] += 1
 
 
+def record_compiled_kernels() -> None:
+    """Have inductor record each call of a kernel it generates as a profiler event, so that
+    `ProfiledOpCounter` counts it. Set before the compile: it is read when the code is generated."""
+    import torch._inductor.config as inductor_config
+
+    inductor_config.cpp.enable_kernel_profile = True
+
+
 @dataclass
 class LoopCounts:
     """One run's counts, and what they are per iteration and per token."""
@@ -200,10 +208,9 @@ def main() -> None:
     command = "python -m spectr_gbv.bench.counts " + " ".join(sys.argv[1:])
     print(text)
     if args.results and not args.markdown:
-        from .__main__ import results_folder
+        from .__main__ import results_folder_for
 
-        kernel = getattr(getattr(target, "loaded", None), "kernel", None)
-        folder = results_folder(args.results, kernel.kernel if kernel is not None else "default")  # as the bench names it
+        folder = results_folder_for(args.results, target)  # as the bench names it
         args.markdown = str(folder / ("ops_compiled.md" if args.compiled else "counts.md"))
     if args.markdown:
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
@@ -219,13 +226,11 @@ def compiled_counts(target, draft, most_drafted: int, counted) -> tuple[list[dic
     """(eager rows, compiled rows, the target's mode after the compile), both counted by the
     profiler: the eager loop first, then the target compiled with inductor's kernel profiling on
     (its step and every scoring bucket the trees can need, before counting, as the bench does)."""
-    import torch._inductor.config as inductor_config
-
     from ..models import compiled
     from .__main__ import compile_buckets
 
     eager = counted(profiled=True)
-    inductor_config.cpp.enable_kernel_profile = True  # each generated kernel call becomes a profiler event
+    record_compiled_kernels()
     layers = tuple(getattr(draft, "feature_layers", ()))
     mode = compiled.attach(target).compile_now(scoring_layers=layers)
     if mode == compiled.COMPILED:

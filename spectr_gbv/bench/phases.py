@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> str:
     from ..methods import METHODS
     from ..models.hf import chat_prompt_ids, load_pair
     from ..prompt_sets import bench_prompts
-    from .__main__ import cpu_line, results_folder
+    from .__main__ import cpu_line, results_folder_for
 
     target, draft, tokenizer = load_pair(args.target, args.draft)
     kernel = getattr(getattr(target, "loaded", None), "kernel", None)
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> str:
     text = markdown(rows, header)
     print(text)
     if args.results:
-        folder = results_folder(args.results, kernel.kernel if kernel is not None else "default")
+        folder = results_folder_for(args.results, target)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "phases.md").write_text(text + "\n")
         print(f"-> {folder / 'phases.md'}")
