@@ -20,7 +20,8 @@ from spectr_gbv.bench.grid_cells import main as grid_cells_command
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
-T07 = "frontier_grid/T0.7/frontier.json"  # the README's frontier at T = 0.7
+T07 = "frontier_grid/T0.7/frontier.json"  # the first feature draft's frontier at T = 0.7, 60 prompts
+V2_T07 = "frontier_grid_v2/frontier.json@0.7"  # the README's frontier: the shipped draft at T = 0.7, 120 prompts
 
 
 def same(a, b) -> bool:
@@ -51,7 +52,8 @@ def test_every_frontier_file_under_assets_results_is_listed_with_a_readable_labe
     labels = dict((key, label) for label, key in grid_saved.saved_choices())
     assert labels[T07] == "frontier_grid / T0.7 (60 prompts x 16 tokens)"
     assert labels["cpu_frontier_default/frontier.json"].startswith("cpu_frontier_default at T 0.7 (")
-    assert grid_saved.default_saved() == T07
+    assert labels[V2_T07] == "frontier_grid_v2 at T 0.7 (120 prompts x 16 tokens)"
+    assert grid_saved.default_saved() == V2_T07
 
 
 @pytest.mark.parametrize("key, value, rule, baseline", [
@@ -59,7 +61,7 @@ def test_every_frontier_file_under_assets_results_is_listed_with_a_readable_labe
     (T07, "gain", "best", "spectr"),
     ("frontier_grid/T1.0_L4_8/frontier.json", "gain", "as_bv", "spectr_gbv"),
     ("frontier_handoff/frontier.json", "gain", "as_bv_handoff", "as_bv"),
-    ("frontier_grid_v2/frontier.json@0.7", "gain", "best", "spectr"),  # a file holding several T: one of them
+    (V2_T07, "gain", "best", "spectr"),  # a file holding several T: one of them
 ])
 def test_the_cells_drawn_are_grid_cells_of_the_same_file_and_its_command_prints_them(key, value, rule, baseline,
                                                                                      capsys, monkeypatch):

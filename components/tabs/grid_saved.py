@@ -36,7 +36,7 @@ from ..wiring.settings import check_choice, shown
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "assets" / "results"
 FILE_NAME = "frontier.json"
-DEFAULT_SAVED = "frontier_grid/T0.7/frontier.json"  # the README's frontier at the app's default T
+DEFAULT_SAVED = "frontier_grid_v2/frontier.json@0.7"  # the README's frontier: the shipped draft at the app's default T
 LOG = logging.getLogger("spectr_gbv.grid_saved")
 RECORDED = re.compile(r"Command: `(python -m spectr_gbv\.bench\.frontier[^`]*)`")
 

@@ -61,7 +61,7 @@ PROBE_POSITIONS = 4  # the issue's yardstick: a 4-position scoring forward, in o
 ITERATION_POSITIONS = 9
 PROBE_CONTEXT = 100
 PROBE_REPEATS = 7
-PROBE_VERSION = 3  # bumped when a candidate or what is timed changes, so old probes are not reused
+PROBE_VERSION = 4  # bumped when a candidate or what is timed changes, so old probes are not reused
 # The prediction's draft (assets/results/default_draft.md): held-out acceptance and a draft step
 # as a fraction of a target step, at the app's default draft length. Tokens per iteration come
 # from the single-draft theory at that alpha, a lower bound for K = 2; they are the same for every
