@@ -21,6 +21,7 @@ from spectr_gbv.models.feature_draft import (
     save_feature_draft,
     tokenizer_fingerprint,
 )
+from tiny_models import draft_steps
 
 pytestmark = pytest.mark.model
 
@@ -296,15 +297,10 @@ def test_the_fp16_weight_draft_drafts_what_the_fp32_draft_drafts_up_to_fp16_roun
     fast = copy.deepcopy(model).use_fp16_weights()
     assert fast.kernel == "fp16-weights" and model.kernel == "float32"
     prompt = list(range(3, 12))
-    sessions = [m.start(prompt) for m in (model, fast)]
     torch.manual_seed(2)
     features = torch.randn(len(prompt) - 1, SHAPE.hidden_size)
     tokens = torch.tensor([5, 7, 9])
-    laws = []
-    for session in sessions:
-        session.add_features(features)
-        steps = [session.branch_logits(3)] + [session.extend_branches(tokens) for _ in range(3)]
-        laws.append(torch.softmax(torch.stack(steps), dim=-1))
+    laws = [torch.softmax(draft_steps(m, prompt, features, tokens), dim=-1) for m in (model, fast)]
     off_head = torch.ones(VOCAB, dtype=torch.bool)
     off_head[::2] = False
     assert (laws[1][..., off_head] == 0).all() and torch.allclose(laws[1].sum(-1), torch.ones(4, 3))
@@ -326,12 +322,7 @@ def test_the_packed_bf16_draft_drafts_what_the_plain_bf16_draft_drafts_bit_for_b
     prompt = list(range(3, 12))
     features = torch.randn(len(prompt) - 1, SHAPE.hidden_size)
     tokens = torch.tensor([5, 7, 9])
-    steps = []
-    for model in (plain, packed):
-        session = model.start(prompt)
-        session.add_features(features)
-        steps.append(torch.stack([session.branch_logits(3)] + [session.extend_branches(tokens) for _ in range(3)]))
-    assert torch.equal(steps[0], steps[1])
+    assert torch.equal(draft_steps(plain, prompt, features, tokens), draft_steps(packed, prompt, features, tokens))
 
 
 def test_training_in_batches_learns_the_teacher_and_reports_every_epoch():

@@ -28,3 +28,13 @@ def save_tiny_llama(folder: Path, vocab_size: int = 24, seed: int = 0, shuffle_v
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def draft_steps(draft, prompt: list[int], features, tokens):
+    """A feature draft's logits over four steps after `prompt` given the target's `features`: the
+    first branch step (three branches), then three extensions by `tokens`, stacked [4, 3, V]."""
+    import torch
+
+    session = draft.start(prompt)
+    session.add_features(features)
+    return torch.stack([session.branch_logits(3)] + [session.extend_branches(tokens) for _ in range(3)])
