@@ -140,12 +140,9 @@ def _(x, packed, bias, out_features):
     return x.new_empty((*x.shape[:-1], out_features))
 
 
-def linear_fp16_weight(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor, out_features: int) -> torch.Tensor:
-    """x @ W.T + b with W packed by `fbgemm_pack_gemm_matrix_fp16`: under compile one custom op
-    with a shape rule, eagerly the aten call itself, without the custom op's dispatch."""
-    if torch.compiler.is_compiling():
-        return _linear_fp16_weight(x, packed, bias, out_features)
-    return torch.fbgemm_linear_fp16_weight(x, packed, bias)
+def _fp32_bias(linear: torch.nn.Linear) -> torch.Tensor:
+    """fbgemm takes a bias tensor: the Linear's in fp32, zeros for a bias-free one (y + 0 is y)."""
+    return torch.zeros(linear.out_features) if linear.bias is None else linear.bias.detach().float()
 
 
 class Fp16WeightLinear(torch.nn.Module):
@@ -163,12 +160,25 @@ class Fp16WeightLinear(torch.nn.Module):
         weight = linear.weight.detach().float()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.packed = torch.fbgemm_pack_gemm_matrix_fp16(weight)  # not a parameter: .to() leaves it alone
-        # fbgemm takes a bias tensor; zeros for a bias-free Linear (y + 0 is y)
-        self.bias = (torch.zeros(self.out_features) if linear.bias is None else linear.bias.detach().float())
+        self.bias = _fp32_bias(linear)
         self.dense_weight = weight.half() if keep_dense else None
 
+    @classmethod
+    def side_by_side(cls, linears: list[torch.nn.Linear]) -> "Fp16WeightLinear":
+        """One fp16-weight Linear whose output is `linears`' outputs side by side: their weights
+        stacked by rows (`models.fused_linear`). Built on the meta device, so nothing is initialised
+        only to be overwritten."""
+        out_features = sum(linear.out_features for linear in linears)
+        stacked = torch.nn.Linear(linears[0].in_features, out_features, bias=False, device="meta")
+        stacked.weight = torch.nn.Parameter(torch.cat([linear.weight.detach().float() for linear in linears]),
+                                            requires_grad=False)
+        stacked.bias = torch.nn.Parameter(torch.cat([_fp32_bias(linear) for linear in linears]), requires_grad=False)
+        return cls(stacked)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear_fp16_weight(x, self.packed, self.bias, self.out_features)
+        if torch.compiler.is_compiling():
+            return _linear_fp16_weight(x, self.packed, self.bias, self.out_features)
+        return torch.fbgemm_linear_fp16_weight(x, self.packed, self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, fp16 weights (fbgemm)"

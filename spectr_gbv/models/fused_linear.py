@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from .cpu_kernel import linear_fp16_weight
+from .cpu_kernel import Fp16WeightLinear
 
 # The sibling projections a Llama-family layer (Llama, Mistral, Qwen2, SmolLM, ...) makes of one input.
 SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
@@ -34,19 +34,14 @@ class FusedGroup:
 
     def __init__(self, linears: list[torch.nn.Linear]):
         self.sizes = [linear.out_features for linear in linears]
-        self.out_features = sum(self.sizes)
-        weight = torch.cat([linear.weight.detach().float() for linear in linears])
-        self.packed = torch.fbgemm_pack_gemm_matrix_fp16(weight)  # as `Fp16WeightLinear` packs each one
-        self.bias = torch.cat([torch.zeros(linear.out_features) if linear.bias is None else linear.bias.detach().float()
-                               for linear in linears])
+        self.product = Fp16WeightLinear.side_by_side(linears)
         self.done = (1 << len(linears)) - 1
         self.input = self.parts = None
         self.taken = 0
 
     def part(self, x: torch.Tensor, index: int) -> torch.Tensor:
         if self.parts is None or self.input is not x:
-            product = linear_fp16_weight(x, self.packed, self.bias, self.out_features)
-            self.input, self.parts, self.taken = x, product.split(self.sizes, dim=-1), 0
+            self.input, self.parts, self.taken = x, self.product(x).split(self.sizes, dim=-1), 0
         part = self.parts[index]
         self.taken |= 1 << index
         if self.taken == self.done:  # every sibling has its slice: hold nothing past this layer
@@ -67,7 +62,7 @@ class FusedMember(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, slice {self.index} of one "
-                f"fp16-weight GEMM of {self.group.out_features}")
+                f"fp16-weight GEMM of {self.group.product.out_features}")
 
 
 def fuse_sibling_linears(model: torch.nn.Module) -> int:
