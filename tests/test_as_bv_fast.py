@@ -7,6 +7,10 @@ the two are compared on seeded inputs:
 * `NodeOrder`, with a head as wide as the vocabulary and with a narrower one, against the order
   written out as a list (`below`, `below_mask` and `top` read off that list, exactly);
 * the components' unguarded path (p > 0 everywhere) against the guarded one, to the bit;
+* a large table's components (rho* searched on the device, beta's powers there) against the
+  host arithmetic of a small table (1e-13), and rho* against the host bisection;
+* the vertex search's lower bound on F(lambda) against F(lambda), and "first"'s check with it
+  against the check with its host read: the same decisions;
 * the vertex search's pair solutions (Cramer's rule, four matrix products) against
   `numpy.linalg.solve` pair by pair;
 * outcomes: AS-BV with K = 5 drafts (Horner's rule on) against the same rule with the
@@ -84,6 +88,58 @@ def test_the_unguarded_components_path_is_the_guarded_one(n):
     fast = as_bv.components(target, draft, order, below, n)
     guarded = as_bv.components(target, draft, dataclasses.replace(order, positive=False), below, n)
     assert torch.equal(fast.accept, guarded.accept) and torch.equal(fast.marginals, guarded.marginals)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_a_large_tables_components_on_the_device_are_the_host_computation(n, monkeypatch):
+    """With a tail in the order (V = 400 > ORDER_HEAD) rho* is searched on the device and beta's
+    powers stay there: rho* equals the host bisection to a few ulp, and given the same rho the
+    components equal the host arithmetic of a small table (float beta, Python powers) to 1e-13."""
+    target, draft = dirichlet_model(400, 11, 0.3)(()), dirichlet_model(400, 12, 0.3)(())
+    order = as_bv_fast.strict_order(target, draft)
+    assert order.compressed is not None
+    host_rho = as_bv_fast.optimal_rho(*order.compressed, n)
+    device_rho = order.rho(target, draft, n)
+    assert 1.0 < float(host_rho) and float(device_rho) == pytest.approx(float(host_rho), rel=1e-14)
+    below = order.below(draft)
+    monkeypatch.setattr(as_bv_fast.NodeOrder, "rho", lambda self, *args: host_rho)
+    on_device = as_bv.components(target, draft, order, below, n)
+    on_host = as_bv.components(target, draft, dataclasses.replace(order, compressed=None), below, n)
+    assert isinstance(on_device.beta, torch.Tensor) and isinstance(on_host.beta, float)
+    assert float(on_device.beta) == on_host.beta
+    for name in ("accept", "rejected", "below_rejected", "marginals"):
+        assert torch.allclose(getattr(on_device, name), getattr(on_host, name), rtol=1e-13, atol=0), name
+
+
+def test_the_lps_lower_bound_settles_firsts_check_as_the_read_would():
+    """On a large table the vertex search returns, with lambda, its reduced objective at lambda:
+    at most F(lambda) (chords below a concave min), so where it clears F(first) by more than the
+    tolerance "first"'s check needs no read. Over nodes of seeded pairs and caps: the bound is
+    below F(lambda), and the check decides the same with and without it (it settles most mixed
+    nodes, so the read is spared where it matters)."""
+    settled = mixed = 0
+    for seed in range(12):
+        target, draft = dirichlet_model(600, 30 + seed, 0.3)(()), dirichlet_model(600, 60 + seed, 0.3)(())
+        draft = 0.5 * draft + 0.5 * target
+        order = as_bv_fast.strict_order(target, draft)
+        below = order.below(draft)
+        for n in (2, 3):
+            comp = as_bv.components(target, draft, order, below, n)
+            for omega in (1.0, 0.6, 0.25):
+                cap = omega * target
+                mixture = as_bv_lp.node_mixture(comp.marginals, cap)
+                weights = mixture.weights
+                if max(weights) == 1.0:
+                    continue
+                mixed += 1
+                full = float(torch.minimum(torch.tensor(weights, dtype=torch.float64) @ comp.marginals, cap).sum())
+                assert mixture.lower_bound <= full + 1e-15
+                with_bound = as_bv._prefer_first(comp.marginals, cap, weights, mixture.capped_sums, mixture.lower_bound)
+                read = as_bv._prefer_first(comp.marginals, cap, weights, mixture.capped_sums)
+                assert with_bound[0] == read[0] and torch.equal(with_bound[1], read[1])
+                first = mixture.capped_sums[as_bv.FIRST]
+                settled += first < mixture.lower_bound - as_bv.FIRST_TOLERANCE - as_bv.BOUND_SLACK
+    assert mixed >= 10 and settled >= mixed // 2
 
 
 def test_the_vertex_searchs_pair_solutions_equal_a_linear_solve_per_pair():

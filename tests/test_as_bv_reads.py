@@ -61,11 +61,13 @@ def test_one_draft_reads_the_host_at_most_four_times_an_iteration():
     assert max(reads_per_iteration(1)) <= 4
 
 
-def test_two_drafts_read_the_host_about_a_quarter_as_often_as_before():
-    # Measured on these inputs: 80 a call on average before the reads were batched, 22 after
-    # (per busy node: rho*, beta, the LP's one copy, "first"'s check where the LP mixes, the coins).
+def test_two_drafts_read_the_host_about_a_seventh_as_often_as_before():
+    # Measured on these inputs: 80 a call on average before the reads were batched; 22 with rho*
+    # and beta read per busy node and "first"'s check read where the LP mixes; 11.25 now that rho*
+    # and beta stay on the device and the LP's bound settles the check (per busy node: the LP's
+    # one copy and the coins).
     counts = reads_per_iteration(2)
-    assert sum(counts) / len(counts) <= 24
+    assert sum(counts) / len(counts) <= 12
 
 
 @pytest.mark.parametrize("num_drafts", [2, 3])

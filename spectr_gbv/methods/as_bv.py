@@ -49,6 +49,7 @@ at K = 1 AS-BV draws exactly GBV's uniforms and returns GBV's outcomes.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -57,7 +58,7 @@ import torch
 
 from ..probs import token_probs
 from ..randomness import Randomness
-from .as_bv_fast import NodeOrder, count_sum, on_support, strict_order
+from .as_bv_fast import NodeOrder, count_sum, on_support, powers, strict_order
 from .as_bv_host import DraftsOnHost, on_support_with_drafts, read_drafts
 from .as_bv_lp import node_mixture
 from .base import VerifyInput, VerifyResult, emit
@@ -71,6 +72,10 @@ MIN_ALIVE_MASS = 1e-6
 
 # Below this, a difference of the node objective is the LP solver's noise, not a preference.
 FIRST_TOLERANCE = 1e-12
+
+# The LP's lower bound on F(lambda) is summed in numpy, F(lambda) itself in torch; over a vocabulary
+# their rounding differs by about V x 1e-16 at most, far below this (`_prefer_first`).
+BOUND_SLACK = 1e-9
 
 
 # ------------------------------------------------------------------------------ the rule
@@ -219,8 +224,9 @@ def node_law(
     omega may be a 0-dim tensor (phase 1 keeps it on the device). `candidates` (the alive
     drafts' tokens here, when known) have their scalars read with the LP's inputs
     (`NodeLaw.at_candidates`) and their places in the order (`NodeOrder.known_ranks`).
-    Host reads at a busy node, per busy n: rho* and beta (`components`), one copy for the LP,
-    and "first"'s check where the LP mixes components (`_prefer_first`); none elsewhere.
+    Host reads at a busy node, per busy n: one copy for the LP (which brings beta along on a
+    large table), rho* and beta on a small one (`components`), and "first"'s check where the LP
+    mixes components and cannot settle it from its own bound (`_prefer_first`); none elsewhere.
     """
     busy = [n for n, weight in alive_law.items() if n >= 2 and weight >= MIN_ALIVE_MASS]
     # positive is not checked: that check is a host read, and `components`' guarded path gives
@@ -236,22 +242,27 @@ def node_law(
     node_values = None  # G_<(y) and the candidates' places in the order, from the first LP copy
     by_count: dict[int, list[tuple[float, float, float]]] = {}
     for n in busy:
-        comps[n] = components(target, draft, order, below_draft, n)
-        extra = None
+        comp = components(target, draft, order, below_draft, n)
+        extra = []
         if at is not None:
-            c = comps[n]
-            extra = [c.accept[at], c.rejected[at], c.below_rejected[at]]
+            extra += [comp.accept[at], comp.rejected[at], comp.below_rejected[at]]
             if node_values is None:
                 extra += [below_draft[at], order.places(at)]
-            extra = torch.cat(extra)
+        beta_on_device = isinstance(comp.beta, torch.Tensor)
+        if beta_on_device:  # a large table's beta travels with the LP's inputs (`components`)
+            extra.append(comp.beta.reshape(1))
         # the sums serve the "first" check too
-        weights, capped_sums, extra_values = node_mixture(comps[n].marginals, cap, extra)
+        mixture = node_mixture(comp.marginals, cap, torch.cat(extra) if extra else None)
+        extra_values = mixture.extra
+        if beta_on_device:
+            comp = dataclasses.replace(comp, beta=extra_values.pop())
+        comps[n] = comp
         if at is not None:
             m = len(distinct)
             by_count[n] = list(zip(*(extra_values[i * m : (i + 1) * m] for i in range(3))))
             if node_values is None:
                 node_values = extra_values[3 * m :]
-        mixtures[n], mixed = _prefer_first(comps[n].marginals, cap, weights, capped_sums)
+        mixtures[n], mixed = _prefer_first(comp.marginals, cap, mixture.weights, mixture.capped_sums, mixture.lower_bound)
         selected = alive_law[n] * mixed if selected is None else selected + alive_law[n] * mixed
     at_candidates = {}
     if node_values is not None:
@@ -264,7 +275,8 @@ def node_law(
 
 
 def _prefer_first(
-    marginals: torch.Tensor, cap: torch.Tensor, weights: tuple[float, float, float], capped_sums: list[float] | None = None
+    marginals: torch.Tensor, cap: torch.Tensor, weights: tuple[float, float, float], capped_sums: list[float] | None = None,
+    lower_bound: float | None = None,
 ) -> tuple[tuple[float, float, float], torch.Tensor]:
     """"first" where it does as well as the solver's lambda, to the solver's precision.
 
@@ -277,13 +289,18 @@ def _prefer_first(
     Returns the weights and their mixture lambda . s [V], which the caller adds into D_u.
     `capped_sums` (sum_x min(s_r(x), cap(x)) per r, on the host), when given, spares the passes
     for F of a single component and of "first", and the check is then a host comparison of the
-    same float64 values. Where the LP mixes components, F(lambda) is one more host read."""
+    same float64 values. Where the LP mixes components, F(lambda) is one more host read, unless
+    `lower_bound` (on the host, at most F(lambda)) already clears "first" by more than the
+    tolerance and BOUND_SLACK: then the read would give the same answer."""
     mixed = _mix(weights, marginals)
     if weights == ONLY_FIRST:
         return weights, mixed
     single = capped_sums is not None and max(weights) == 1.0
-    value = capped_sums[weights.index(1.0)] if single else torch.minimum(mixed, cap).sum()
     first = capped_sums[FIRST] if capped_sums is not None else torch.minimum(marginals[FIRST], cap).sum()
+    if not single and lower_bound is not None and capped_sums is not None:
+        if first < lower_bound - FIRST_TOLERANCE - BOUND_SLACK:
+            return weights, mixed
+    value = capped_sums[weights.index(1.0)] if single else torch.minimum(mixed, cap).sum()
     return (ONLY_FIRST, _mix(ONLY_FIRST, marginals)) if bool(first >= value - FIRST_TOLERANCE) else (weights, mixed)
 
 
@@ -375,30 +392,44 @@ class Components:
 
     num_alive: int
     accept: torch.Tensor  # [V] a(x) = min(1, q / (rho p)) of seq
-    beta: float  # sum_x p(x) a(x)
+    beta: float | torch.Tensor  # sum_x p(x) a(x); a 0-dim tensor until `node_law` reads it (large tables)
     rejected: torch.Tensor  # [V] r(x) = p(x) (1 - a(x)) / (1 - beta): a rejected candidate's token
     below_rejected: torch.Tensor  # [V] R_<(x)
     marginals: torch.Tensor  # [3, V] s_lex, s_seq, s_first
 
 
 def components(target: torch.Tensor, draft: torch.Tensor, order: NodeOrder, below_draft: torch.Tensor, n: int) -> Components:
-    # Two host reads that stay: rho* ends in a bisection on the host (its device search differs
-    # in the last bits), and beta enters the marginals through Python's float powers
-    # (1 - beta)**k, which torch's pow need not match bit for bit; the LP then needs both.
+    """The three components at a node with n alive drafts.
+
+    Without a tail in the order (small tables: every golden value) rho* ends in a bisection on
+    the host (its device search differs in the last bits) and beta enters the marginals through
+    Python's float powers (1 - beta)**k, which torch's products need not match bit for bit: two
+    host reads, kept so that those values keep their bits. With a tail (a real vocabulary) rho* is
+    searched on the device and beta and its powers stay there: `beta` is then a 0-dim tensor,
+    which `node_law` reads with the LP's inputs and replaces by its host float."""
     rho = order.rho(target, draft, n)
     if order.positive:  # no p = 0 to guard: the same values in three passes instead of seven
         accept = torch.clamp(target / (rho * draft), max=1.0)
     else:
         accept = torch.where(draft > 0, torch.clamp(target / (rho * torch.where(draft > 0, draft, 1.0)), max=1.0), 0.0)
     accepted_mass = draft * accept
-    beta = float(accepted_mass.sum())
-    # beta = 1 only when every candidate is accepted surely; then the fallback never runs.
-    rejected = draft * (1.0 - accept) / (1.0 - beta) if beta < 1.0 else torch.zeros_like(draft)
+    if order.compressed is None:
+        beta = float(accepted_mass.sum())
+        # beta = 1 only when every candidate is accepted surely; then the fallback never runs.
+        rejected = draft * (1.0 - accept) / (1.0 - beta) if beta < 1.0 else torch.zeros_like(draft)
+        reach = sum((1.0 - beta) ** k for k in range(n))  # sum_k (1-beta)^(k-1): no 1/beta
+        all_rejected = (1.0 - beta) ** n
+    else:
+        beta = accepted_mass.sum()
+        missed = 1.0 - beta
+        rejected = torch.where(beta < 1.0, draft * (1.0 - accept) / missed, 0.0)
+        missed_to = powers(missed, n)
+        reach = sum(missed_to[1:n], start=torch.ones_like(missed))
+        all_rejected = missed_to[n]
     below_rejected = order.below(rejected)
-    reach = sum((1.0 - beta) ** k for k in range(n))  # sum_k (1-beta)^(k-1): no 1/beta
     marginals = torch.empty((3, draft.shape[-1]), dtype=draft.dtype, device=draft.device)
     marginals[LEX] = count_sum(draft, below_draft, n)
-    torch.add(accepted_mass * reach, (1.0 - beta) ** n * count_sum(rejected, below_rejected, n), out=marginals[SEQ])
+    torch.add(accepted_mass * reach, all_rejected * count_sum(rejected, below_rejected, n), out=marginals[SEQ])
     marginals[FIRST] = draft
     return Components(n, accept, beta, rejected, below_rejected, marginals)
 

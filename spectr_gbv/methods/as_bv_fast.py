@@ -23,7 +23,7 @@ import torch
 
 from . import as_bv_lp
 from .base import VerifyInput
-from .spectr import optimal_rho
+from .spectr import optimal_rho, optimal_rho_on_device
 from .support import OnSupport, on_draft_support
 
 # The strict order ranks at most this many tokens by ratio (`NodeOrder`).
@@ -109,10 +109,15 @@ class NodeOrder:
     def rho(self, target: torch.Tensor, draft: torch.Tensor, n: int) -> torch.Tensor:
         """rho for seq: rho* of docs/algorithms.md §3.3 (sorted once per node), or with a
         tail, rho* of the head with the tail merged into one token. seq's law holds for any rho (its fallback
-        is lex over the rejected, not a residual), so the approximation costs no exactness."""
+        is lex over the rejected, not a residual), so the approximation costs no exactness.
+
+        With a tail (a real vocabulary) the search runs on the device, with no host read; it
+        differs from the host bisection in the last bits only. Without one (every golden value,
+        every table enumerated without the large-vocabulary stand-ins) the host bisection stays,
+        so those values keep their bits."""
         if self.compressed is None:
             return optimal_rho(target, draft, n, descending=self.head.flip(0))
-        return optimal_rho(*self.compressed, n)
+        return optimal_rho_on_device(*self.compressed, n)
 
 
 def _exclusive_cumsum(values: torch.Tensor) -> torch.Tensor:

@@ -13,6 +13,7 @@ passes. Any deterministic lambda keeps AS-BV exact (lambda depends only on the s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -26,16 +27,24 @@ MAX_LP_TOKENS = 64
 NEGLIGIBLE_WEIGHT = 1e-12
 
 
-def node_mixture(
-    marginals: torch.Tensor, cap: torch.Tensor, extra: torch.Tensor | None = None
-) -> tuple[tuple[float, float, float], list[float] | None, list[float]]:
-    """lambda at one node; sum_x min(s_r(x), cap(x)) per r (3 host floats) where the
-    large-vocabulary path computed it on the way (None on small tables), which spares the
-    caller passes; and `extra` (float64 [X], the caller's) as host floats. All from the one
-    host read that brings the LP its inputs."""
+@dataclass(frozen=True)
+class NodeMixture:
+    """What the LP's one host read brings back for a node: lambda and the values around it."""
+
+    weights: tuple[float, float, float]  # lambda (lex, seq, first)
+    # sum_x min(s_r(x), cap(x)) per r, computed on the way on a large table (None on a small one).
+    capped_sums: list[float] | None
+    # A lower bound on F(weights) (the reduced objective, `_vertex_maximum`) on a large table.
+    lower_bound: float | None
+    extra: list[float]  # the caller's `extra`, as host floats
+
+
+def node_mixture(marginals: torch.Tensor, cap: torch.Tensor, extra: torch.Tensor | None = None) -> NodeMixture:
+    """lambda at one node, with sums that spare the caller passes and reads (`NodeMixture`),
+    and `extra` (float64 [X], the caller's) as host floats. All from the one host read that
+    brings the LP its inputs."""
     if marginals.shape[-1] <= MAX_LP_TOKENS:
-        weights, _, extra_values = _weights_and_values(marginals, cap, extra=extra)
-        return weights, None, extra_values
+        return _weights_and_values(marginals, cap, extra=extra)
     capped = torch.minimum(marginals, cap)
     return _weights_and_values(marginals, cap, capped, capped.sum(-1), extra)
 
@@ -59,20 +68,21 @@ def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor, capped: torch.Te
     a cost independent of V beyond a few passes. `capped` = min(s, cap) [3, V] and its row
     sums may be passed in by a caller that needs them too (`node_law`).
     """
-    return _weights_and_values(marginals, cap, capped, capped_sums)[0]
+    return _weights_and_values(marginals, cap, capped, capped_sums).weights
 
 
 def _weights_and_values(
     marginals: torch.Tensor, cap: torch.Tensor, capped: torch.Tensor | None = None,
     capped_sums: torch.Tensor | None = None, extra: torch.Tensor | None = None,
-) -> tuple[tuple[float, float, float], list[float] | None, list[float]]:
-    """`mixture_weights`, plus the row sums of `capped` (large tables; None on small ones) and
-    `extra` as host floats: everything the LP and its caller need crosses in one host read
-    (`_to_host`), as the same float64 values a copy per tensor would give."""
+) -> NodeMixture:
+    """`mixture_weights`, plus the row sums of `capped` and a lower bound on F at lambda (large
+    tables; None on small ones) and `extra` as host floats: everything the LP and its caller
+    need crosses in one host read (`_to_host`), as the same float64 values a copy per tensor
+    would give."""
     extras = [] if extra is None else [extra]
     if marginals.shape[-1] <= MAX_LP_TOKENS:
         s, b, *rest = _to_host([marginals, cap, *extras])
-        return _solve_mixture(s.tobytes(), b.tobytes()), None, rest[0].tolist() if rest else []
+        return NodeMixture(_solve_mixture(s.tobytes(), b.tobytes()), None, None, rest[0].tolist() if rest else [])
     capped = torch.minimum(marginals, cap) if capped is None else capped  # [3, V]
     capped_sums = capped.sum(-1) if capped_sums is None else capped_sums
     # Row-wise max and min, not .all(0) over [3, V], which costs ten elementwise passes.
@@ -87,7 +97,8 @@ def _weights_and_values(
     # lambda . s below and cap above (sum_r lambda_r = 1). So one sum serves all of them.
     linear = capped_sums - capped[:, kept].sum(-1)
     s, b, c, sums, *rest = _to_host([marginals[:, kept], cap[kept], linear, capped_sums, *extras])
-    return _vertex_maximum(s.tobytes(), b.tobytes(), c.tobytes()), sums.tolist(), rest[0].tolist() if rest else []
+    weights, lower_bound = _vertex_maximum(s.tobytes(), b.tobytes(), c.tobytes())
+    return NodeMixture(weights, sums.tolist(), lower_bound, rest[0].tolist() if rest else [])
 
 
 def _to_host(tensors: list[torch.Tensor]) -> list[np.ndarray]:
@@ -130,11 +141,15 @@ def _clean(weights) -> tuple[float, float, float]:
 
 
 @lru_cache(maxsize=8192)
-def _vertex_maximum(marginals: bytes, cap: bytes, linear: bytes) -> tuple[float, float, float]:
+def _vertex_maximum(marginals: bytes, cap: bytes, linear: bytes) -> tuple[tuple[float, float, float], float]:
     """argmax of linear . lambda + sum_x min(lambda . s(x), cap(x)) over the simplex, among the
     vertices of the arrangement: every point where two of the planes {lambda . s(x) = cap(x)}
     and {lambda_r = 0} meet on the simplex (a concave piecewise-linear function attains its
-    maximum at one). The first maximal candidate wins; the simplex vertices come first."""
+    maximum at one). The first maximal candidate wins; the simplex vertices come first.
+
+    Returns lambda and this reduced objective at lambda (as cleaned). It bounds the full F at
+    lambda from below: a token outside the kept adds its chord sum_r lambda_r min(s_r(x), cap(x))
+    here, and min(., cap(x)) is concave."""
     b = np.frombuffer(cap, dtype=np.float64)
     s = np.frombuffer(marginals, dtype=np.float64).reshape(3, -1)
     normals = np.concatenate([np.eye(3), s.T])  # [m+3, 3]: the edges first
@@ -142,8 +157,11 @@ def _vertex_maximum(marginals: bytes, cap: bytes, linear: bytes) -> tuple[float,
     points = _pair_solutions(normals, levels)
     points = points.clip(min=0.0)
     points /= points.sum(-1, keepdims=True)
-    values = points @ np.frombuffer(linear, dtype=np.float64) + np.minimum(points @ s, b).sum(-1)
-    return _clean(points[int(np.argmax(values))])
+    linear = np.frombuffer(linear, dtype=np.float64)
+    values = points @ linear + np.minimum(points @ s, b).sum(-1)
+    weights = _clean(points[int(np.argmax(values))])
+    chosen = np.asarray(weights)
+    return weights, float(chosen @ linear + np.minimum(chosen @ s, b).sum())
 
 
 def _pair_solutions(normals: np.ndarray, levels: np.ndarray) -> np.ndarray:
