@@ -52,9 +52,11 @@ bench: $(STAMP)
 		--methods sd gbv spectr spectr_gbv as_bv as_bv_handoff \
 		--results assets/results
 
-# Hardware-free: host reads per iteration and aten ops per token of the lean loop on the default pair.
+# Hardware-free: host reads per iteration and aten ops per token of the lean loop on the default pair;
+# writes assets/results/cpu_<class>/<kernel>/counts.md.
 counts: $(STAMP)
-	$(PY) -m spectr_gbv.bench.counts --methods ar sd spectr gbv spectr_gbv as_bv_handoff --drafts 2 --lengths 4
+	$(PY) -m spectr_gbv.bench.counts --methods ar sd spectr gbv spectr_gbv as_bv_handoff --drafts 2 --lengths 4 \
+		--results assets/results
 # The same, plus ops per token with the target compiled (torch.profiler counts eager and compiled alike; the compile
 # takes minutes on a CPU); writes assets/results/cpu_<class>/<kernel>/ops_compiled.md.
 counts-compiled: $(STAMP)
