@@ -93,14 +93,19 @@ def test_the_unguarded_components_path_is_the_guarded_one(n):
 @pytest.mark.parametrize("n", [2, 3, 5])
 def test_a_large_tables_components_on_the_device_are_the_host_computation(n, monkeypatch):
     """With a tail in the order (V = 400 > ORDER_HEAD) rho* is searched on the device and beta's
-    powers stay there: rho* equals the host bisection to a few ulp, and given the same rho the
-    components equal the host arithmetic of a small table (float beta, Python powers) to 1e-13."""
+    powers stay there: the full search equals the host bisection to a few ulp, AS-BV's shorter one
+    (RHO_STEPS) lies above rho* by at most its bound, and given the same rho the components equal
+    the host arithmetic of a small table (float beta, Python powers) to 1e-13."""
+    from spectr_gbv.methods.spectr import RHO_GRID, optimal_rho_on_device
+
     target, draft = dirichlet_model(400, 11, 0.3)(()), dirichlet_model(400, 12, 0.3)(())
     order = as_bv_fast.strict_order(target, draft)
     assert order.compressed is not None
-    host_rho = as_bv_fast.optimal_rho(*order.compressed, n)
-    device_rho = order.rho(target, draft, n)
-    assert 1.0 < float(host_rho) and float(device_rho) == pytest.approx(float(host_rho), rel=1e-14)
+    host_rho = float(as_bv_fast.optimal_rho(*order.compressed, n))
+    assert 1.0 < host_rho and float(optimal_rho_on_device(*order.compressed, n)) == pytest.approx(host_rho, rel=1e-14)
+    device_rho = float(order.rho(target, draft, n))
+    assert 0.0 <= device_rho - host_rho <= (n - 1) / (RHO_GRID + 1) ** as_bv_fast.RHO_STEPS
+    host_rho = torch.tensor(host_rho, dtype=torch.float64)
     below = order.below(draft)
     monkeypatch.setattr(as_bv_fast.NodeOrder, "rho", lambda self, *args: host_rho)
     on_device = as_bv.components(target, draft, order, below, n)

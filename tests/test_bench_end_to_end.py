@@ -75,3 +75,11 @@ def test_result_files_go_to_the_folder_of_the_cpu_class_and_the_targets_kernel(t
     assert results_folder(str(tmp_path), "fp16-weights").parent.name.startswith("cpu_")
     for none in (SimpleNamespace(), SimpleNamespace(loaded=SimpleNamespace(kernel=None))):  # a hub model, or CUDA
         assert results_folder_for(str(tmp_path), none) == results_folder(str(tmp_path), "default")
+
+
+def test_a_compiled_run_writes_its_own_files_beside_the_eager_table():
+    """`--results` on the compiled target writes bench_compiled.*: the eager table of the same folder stays."""
+    from spectr_gbv.bench.__main__ import results_stem
+
+    assert results_stem({"target_mode": "compiled"}) == "bench_compiled"
+    assert results_stem({"target_mode": "eager"}) == results_stem({}) == "bench"

@@ -150,6 +150,28 @@ def test_bf16_linears_are_packed_once_and_give_the_same_products_bit_for_bit(tin
     assert torch.equal(cpu_kernel.output_weight(model), plain.get_output_embeddings().weight)
 
 
+@pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="oneDNN has no bf16 on this CPU")
+def test_bf16_packed_linears_compile_without_a_graph_break_and_keep_their_products(tiny):
+    """Under torch.compile the packed product is one custom op: inductor's lowering of oneDNN's
+    linear asserted on a weight it had not packed itself, which left the bf16 target eager. A
+    packed Linear compiled alone is the same op (the same bits); the whole model agrees with its
+    eager self to bf16's rounding (inductor fuses the elementwise work in fp32)."""
+    torch.manual_seed(0)
+    for bias in (True, False):
+        packed = cpu_kernel.PackedLinear(torch.nn.Linear(64, 96, bias=bias).to(torch.bfloat16))
+        x = torch.randn(3, 64, dtype=torch.bfloat16)
+        with torch.inference_mode():
+            assert torch.equal(torch.compile(packed, dynamic=False)(x), packed(x))
+    model = cpu_kernel.apply_kernel(load_model(tiny.name, device="cpu", dtype=torch.float32).model, "bfloat16")
+    ids = torch.tensor([[2, 3, 4, 5]])
+    explained = torch._dynamo.explain(lambda i: model(i).logits)(ids)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    with torch.inference_mode():
+        eager = model(ids).logits.float()
+        got = torch.compile(lambda i: model(i).logits, dynamic=False)(ids).float()
+    assert (got - eager).abs().max() <= 3e-2 * max(1.0, eager.abs().max().item())
+
+
 def test_fp16_weight_linear_is_torch_aos_dynamic_fp16_linear_bit_for_bit_and_compiles_without_a_graph_break(tiny):
     """The same fbgemm kernel as torch.ao's dynamic fp16 Linear, so the fp16-weight target is the model it was;
     but traceable: ao's module keeps its weight in a TorchScript object, at which torch.compile breaks the graph."""

@@ -326,7 +326,7 @@ def main() -> None:
     parser.add_argument("--search", action="store_true", help="pick each method's (K, L) on a small grid first")
     parser.add_argument("--json")
     parser.add_argument("--markdown")
-    parser.add_argument("--results", help="write bench.json and bench.md under RESULTS/cpu_<class>/<kernel>/")
+    parser.add_argument("--results", help="write bench.json and bench.md (bench_compiled.* with the target compiled) under RESULTS/cpu_<class>/<kernel>/")
     args = parser.parse_args()
     args.argv = sys.argv[1:]
     result = run(args)
@@ -341,9 +341,15 @@ def main() -> None:
     if args.results:
         folder = results_folder(args.results, result["kernel"]["kernel"] if result["kernel"] else "default")
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "bench.json").write_text(json.dumps(result, indent=2))
-        (folder / "bench.md").write_text(table + "\n")
-        print(f"-> {folder}/bench.md")
+        stem = results_stem(result)
+        (folder / f"{stem}.json").write_text(json.dumps(result, indent=2))
+        (folder / f"{stem}.md").write_text(table + "\n")
+        print(f"-> {folder}/{stem}.md")
+
+
+def results_stem(result: dict) -> str:
+    """bench, or bench_compiled for a run on the compiled target: the eager table is not overwritten."""
+    return "bench_compiled" if result.get("target_mode") == "compiled" else "bench"
 
 
 if __name__ == "__main__":

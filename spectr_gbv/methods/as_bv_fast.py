@@ -29,6 +29,12 @@ from .support import OnSupport, on_draft_support
 # The strict order ranks at most this many tokens by ratio (`NodeOrder`).
 ORDER_HEAD = 256
 
+# Grid steps of seq's rho* search on a real vocabulary (`NodeOrder.rho`): three leave rho within
+# (n - 1) / 64**3 ~ 4e-6 (n - 1) above rho*, which lowers a candidate's acceptance min(1, q / (rho p))
+# by that fraction at most; the full search's other seven steps cost a quarter of AS-BV's
+# verification on the default pair. Any rho keeps the rule exact (`NodeOrder.rho`).
+RHO_STEPS = 3
+
 # From this vocabulary size on, both phases run on the draft's support plus one cell for the
 # rest (`spectr_gbv.methods.support`) where that support is at most half the vocabulary: the
 # default draft's head covers 8,192 of 49,152 tokens. Tables below it (every golden value,
@@ -111,13 +117,13 @@ class NodeOrder:
         tail, rho* of the head with the tail merged into one token. seq's law holds for any rho (its fallback
         is lex over the rejected, not a residual), so the approximation costs no exactness.
 
-        With a tail (a real vocabulary) the search runs on the device, with no host read; it
-        differs from the host bisection in the last bits only. Without one (every golden value,
-        every table enumerated without the large-vocabulary stand-ins) the host bisection stays,
-        so those values keep their bits."""
+        With a tail (a real vocabulary) the search runs on the device, with no host read, and
+        stops at RHO_STEPS (within (n - 1) x 4e-6 of rho*, above it). Without one (every golden
+        value, every table enumerated without the large-vocabulary stand-ins) the host bisection
+        stays, so those values keep their bits."""
         if self.compressed is None:
             return optimal_rho(target, draft, n, descending=self.head.flip(0))
-        return optimal_rho_on_device(*self.compressed, n)
+        return optimal_rho_on_device(*self.compressed, n, steps=RHO_STEPS)
 
 
 def _exclusive_cumsum(values: torch.Tensor) -> torch.Tensor:

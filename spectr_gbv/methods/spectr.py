@@ -87,14 +87,17 @@ def optimal_rho(
 RHO_GRID, RHO_GRID_STEPS = 63, 10
 
 
-def optimal_rho_on_device(target: torch.Tensor, draft: torch.Tensor, num_candidates: torch.Tensor) -> torch.Tensor:
+def optimal_rho_on_device(target: torch.Tensor, draft: torch.Tensor, num_candidates: torch.Tensor,
+                          steps: int = RHO_GRID_STEPS) -> torch.Tensor:
     """`optimal_rho` with no host read, for the tensor rules (`MethodSpec.decide`); n may be a
     0-dim tensor (the drafts through a node, known only on the device).
 
     The same bracket between breakpoints, then a grid search instead of the scalar bisection:
     G is nondecreasing, so the feasible end of the bracket moves to the first grid point where
     G >= 0 and the infeasible end to the point before it. The root agrees with `optimal_rho`
-    to a few units in the last place (the two searches round differently); n <= 1 gives 1."""
+    to a few units in the last place (the two searches round differently); n <= 1 gives 1.
+    Fewer `steps` return the feasible end of a wider bracket: G(rho) >= 0 and
+    rho - rho* <= (n - 1) / (RHO_GRID + 1)**steps."""
     n = torch.as_tensor(num_candidates, device=target.device).to(torch.float64)
     one = torch.ones((), dtype=torch.float64, device=target.device)
     ratio = torch.where(draft > 0, target / torch.where(draft > 0, draft, 1.0), float("inf"))
@@ -108,7 +111,7 @@ def optimal_rho_on_device(target: torch.Tensor, draft: torch.Tensor, num_candida
     a, b = torch.where(ratio >= mid, draft, 0.0).sum(), torch.where(ratio < mid, target, 0.0).sum()
     beta_one = torch.minimum(draft, target).sum()
     fractions = torch.arange(1, RHO_GRID + 1, dtype=torch.float64, device=target.device) / (RHO_GRID + 1)
-    for _ in range(RHO_GRID_STEPS):
+    for _ in range(steps):
         grid = lo + (hi - lo) * fractions
         beta_grid = a + b / grid
         feasible = grid * beta_grid - 1 + (1 - beta_grid) ** n >= 0

@@ -209,7 +209,7 @@ class CompiledScoring:
         """None when `scorer`, padded to `width`, gives the eager unpadded forward's logits (and
         leaves the cache as long) on a fixed tree within the dtype's tolerance; else what differed.
         Two calls: a CUDA graph is recorded on a later call than the first."""
-        from .compiled import CHECK_TOKENS, TOLERANCE
+        from .compiled import CHECK_TOKENS, TOLERANCE, check_ids
 
         model, switch = self.switch.model, self.switch
         head = model.get_output_embeddings()
@@ -220,12 +220,12 @@ class CompiledScoring:
         blocks = [[1 + 2 * i for i in range(length)], [1] + [2 + 2 * i for i in range(1, length)]]
         trie = DraftTrie.of_blocks(blocks[:1] if width < 4 else blocks)
         layout = ScoringLayout.of(trie, 1, dtype, device)
-        ids = torch.tensor([[CHECK_TOKENS] + trie.tokens], device=device) % vocab
+        ids = check_ids(torch.tensor([[CHECK_TOKENS] + trie.tokens], device=device), vocab)
         positions = (CHECK_TOKENS - 1 + layout.offsets)[None]
         caches = []
         for _ in range(2):
             cache = switch.new_cache()
-            model.base_model(input_ids=torch.arange(CHECK_TOKENS - 1, device=device)[None] % vocab,
+            model.base_model(input_ids=check_ids(torch.arange(CHECK_TOKENS - 1, device=device)[None], vocab),
                              past_key_values=cache, use_cache=True)
             caches.append(cache)
         past = CHECK_TOKENS - 1

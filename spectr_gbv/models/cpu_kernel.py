@@ -201,6 +201,19 @@ def fp16_weight_linears(module: torch.nn.Module, keep_dense: tuple[torch.nn.Modu
     return swap_linears(module, Fp16WeightLinear, keep_dense)
 
 
+# Under torch.compile the packed product is one custom op with a shape rule, as the fp16-weight
+# one is: inductor's own lowering of mkldnn's linear expects a weight it packed itself (at
+# freezing) and fails an assertion on ours, so it must not see inside.
+@torch.library.custom_op("spectr_gbv::linear_packed", mutates_args=())
+def _linear_packed(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")
+
+
+@_linear_packed.register_fake
+def _(x, packed, bias, out_features):
+    return x.new_empty((*x.shape[:-1], out_features))
+
+
 class PackedLinear(torch.nn.Module):
     """A bias-free or biased Linear whose weight is stored pre-packed for oneDNN
     (`torch.ops.mkldnn._reorder_linear_weight`), for inference on the CPU.
@@ -219,6 +232,8 @@ class PackedLinear(torch.nn.Module):
         self.dense_weight = weight if keep_dense else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            return _linear_packed(x, self.packed, self.bias, self.out_features)
         return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed, self.bias, "none", [], "")
 
     def extra_repr(self) -> str:
