@@ -85,7 +85,12 @@ def test_linears_of_other_kinds_or_input_sizes_are_left_alone():
     assert all(type(m) is torch.nn.Linear for m in parent.children())
 
 
-def test_the_fp16_weight_feature_draft_fuses_its_siblings_and_drafts_the_same_laws_bit_for_bit(monkeypatch):
+def test_the_fp16_weight_feature_draft_fuses_its_siblings_and_drafts_the_same_laws_to_rounding(monkeypatch):
+    """The products are the same bits (above); what a slice of the group's product feeds may round in
+    the last bit on some CPUs: on an AMX Xeon torch's SiLU of a strided slice (gate's) differs from
+    the contiguous one by an ulp, so the draft's logits agree to float32 rounding there (bit for bit on
+    the AVX2 EPYC), with -inf off the head in the same places. The draft is not the target: its laws
+    are whatever it drafts from."""
     import copy
 
     from spectr_gbv.models import fused_linear
@@ -105,4 +110,7 @@ def test_the_fp16_weight_feature_draft_fuses_its_siblings_and_drafts_the_same_la
     torch.manual_seed(2)
     features = torch.randn(len(prompt) - 1, shape.hidden_size)
     tokens = torch.tensor([5, 7, 9])
-    assert torch.equal(draft_steps(fused, prompt, features, tokens), draft_steps(unfused, prompt, features, tokens))
+    got, expected = draft_steps(fused, prompt, features, tokens), draft_steps(unfused, prompt, features, tokens)
+    assert torch.equal(torch.isinf(got), torch.isinf(expected))
+    finite = torch.isfinite(expected)
+    torch.testing.assert_close(got[finite], expected[finite], rtol=1e-5, atol=1e-5)

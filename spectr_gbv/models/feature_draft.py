@@ -315,7 +315,7 @@ class FeatureDraftModel:
 
         projection = torch.nn.Linear(self.output_head.shape[1], self.output_head.shape[0], bias=False)
         projection.weight.data = self.output_head.float()
-        fuse_sibling_linears(self.head)  # q/k/v and gate/up as one GEMM each, the same bits
+        fuse_sibling_linears(self.head)  # q/k/v and gate/up as one GEMM each: the same products
         self.head = fp16_weight_linears(self.head)
         self.output_head = fp16_weight_linears(torch.nn.Sequential(projection))
         self.kernel = "fp16-weights"

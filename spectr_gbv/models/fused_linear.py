@@ -6,7 +6,10 @@ each projection is one call, seven a layer with `o_proj` and `down_proj`, and ea
 op that a compiled graph calls as it is (a kernel launch, on a GPU's terms). Packing the
 siblings' weights side by side makes them one call of the same kernel whose output is their
 outputs side by side, bit for bit (fbgemm computes every output column over the same reduction;
-`tests/test_fused_linear.py` checks it on the default target's shapes). Five calls a layer
+`tests/test_fused_linear.py` checks it on the default target's shapes). What reads a slice may
+round differently: on an AMX Xeon torch's SiLU takes another loop for a strided slice and differs
+in the last bit, so there the fused feature draft's logits equal the unfused ones to float32
+rounding only (the fused model is the one AR and every method use alike). Five calls a layer
 become two: the compiled one-token step of the default target makes 332 op calls where it made
 480 (`assets/results/cpu_avx2/fp16-weights/ops_compiled.md`), and a scoring forward of several
 positions reads its input once for five products.
