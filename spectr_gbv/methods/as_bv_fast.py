@@ -31,8 +31,8 @@ ORDER_HEAD = 256
 
 # Grid steps of seq's rho* search on a real vocabulary (`NodeOrder.rho`): three leave rho within
 # (n - 1) / 64**3 ~ 4e-6 (n - 1) above rho*, which lowers a candidate's acceptance min(1, q / (rho p))
-# by that fraction at most; the full search's other seven steps cost a quarter of AS-BV's
-# verification on the default pair. Any rho keeps the rule exact (`NodeOrder.rho`).
+# by that fraction at most; the full search's other seven steps were the largest single cost of
+# AS-BV's verification on the default pair. Any rho keeps the rule exact (`NodeOrder.rho`).
 RHO_STEPS = 3
 
 # From this vocabulary size on, both phases run on the draft's support plus one cell for the
