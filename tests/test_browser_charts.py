@@ -21,7 +21,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
-from browser_kit import NARROW, TIMEOUT, WINDOW, browser, count, open_page, open_tab, resize, screenshots, wait_for  # noqa: F401
+from browser_kit import NARROW, TIMEOUT, WINDOW, browser, count, open_page, open_tab, screenshots, wait_for  # noqa: F401
 from components.tabs import compare, sweep
 from components.wiring import inputs
 from components.wiring.run_events import RUNNING
@@ -105,8 +105,7 @@ def set_number(driver, css: str, value) -> None:
 def test_compare_and_sweep_charts_are_readable(browser, screenshots, timed_pairs, size):
     # The two-token example: its ceiling (the best any exact rule can do) is drawn at the default K and L.
     with running_app(default_pair="two-token", default_prompt="A") as url:
-        resize(browser, *size)
-        browser.get(url)
+        open_page(browser, url, *size, presentation=False)  # after the page's load event, which moves the layout
         open_tab(browser, "Compare")
         browser.find_element(By.CSS_SELECTOR, "#compare-button").click()
         WebDriverWait(browser, TIMEOUT).until(
