@@ -4,8 +4,9 @@
                                       [--lengths 4] [--tokens 32] [--detail] [--target default]
 
 On a GPU every host read (a tensor's value brought to Python: `item`, `tolist`, `int`,
-`float`, `bool`, `cpu`, `nonzero`, indexing a list with a tensor) waits for the device to
-finish everything queued before it, and every aten op dispatched is a kernel launch. Counting
+`float`, `bool`, `cpu`, `nonzero`, indexing a list with a tensor; and indexing a tensor with a
+boolean mask, whose result's size must reach the host) waits for the device to finish
+everything queued before it, and every aten op dispatched is a kernel launch. Counting
 both on the CPU therefore says how host-bound a loop is on any machine, without one: the
 counts do not depend on the hardware, only on the code path and on the tokens drawn (which
 the seed fixes).
@@ -43,8 +44,21 @@ HOST_READS = frozenset({
 })
 
 
+# Indexing a tensor with a boolean mask reads too: the result's size is the mask's count, which
+# the host must know before it can allocate (a device sync on a GPU, though no value reaches Python).
+MASK_INDEX = "mask_index"
+
+
+def _is_mask_index(func, args) -> bool:
+    if func is not torch.Tensor.__getitem__ or len(args) < 2:
+        return False
+    index = args[1] if isinstance(args[1], tuple) else (args[1],)
+    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index)
+
+
 class HostReadCounter(TorchFunctionMode):
-    """Counts host reads inside its `with` block, by method name (`by_name`)."""
+    """Counts host reads inside its `with` block, by method name (`by_name`; a boolean-mask
+    index as MASK_INDEX)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -57,6 +71,8 @@ class HostReadCounter(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func in HOST_READS:
             self.by_name[func.__name__] += 1
+        elif _is_mask_index(func, args):
+            self.by_name[MASK_INDEX] += 1
         return func(*args, **(kwargs or {}))
 
 

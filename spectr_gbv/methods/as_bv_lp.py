@@ -91,13 +91,19 @@ def _weights_and_values(
     crossing = (lowest < cap) & (cap < highest)  # neither all below nor all above the cap
     # Where a kink crosses, min(highest, cap) = cap and min(lowest, cap) = lowest.
     spread = torch.where(crossing, cap - lowest, -1.0)
+    # The widest crossing kinks come first (sorted), then tokens that do not cross (spread -1), if
+    # fewer than MAX_LP_TOKENS cross: those are cut on the host, where their count is known. A
+    # boolean index here would cost a device sync of its own (its result's size is data).
     kept = torch.topk(spread, MAX_LP_TOKENS, sorted=True).indices
-    kept = kept[crossing[kept]]
+    s, b, capped_kept, crosses, sums, *rest = _to_host([
+        marginals.index_select(1, kept), cap.index_select(0, kept), capped.index_select(1, kept),
+        crossing.index_select(0, kept), capped_sums, *extras])
+    m = int(crosses.sum())
     # Every token but the kept adds sum_r lambda_r min(s_r(x), cap(x)): the chord, and exactly
     # lambda . s below and cap above (sum_r lambda_r = 1). So one sum serves all of them.
-    linear = capped_sums - capped[:, kept].sum(-1)
-    s, b, c, sums, *rest = _to_host([marginals[:, kept], cap[kept], linear, capped_sums, *extras])
-    weights, lower_bound = _vertex_maximum(s.tobytes(), b.tobytes(), c.tobytes())
+    linear = sums - capped_kept[:, :m].sum(-1)
+    s, b = np.ascontiguousarray(s[:, :m]), b[:m]
+    weights, lower_bound = _vertex_maximum(s.tobytes(), b.tobytes(), linear.tobytes())
     return NodeMixture(weights, sums.tolist(), lower_bound, rest[0].tolist() if rest else [])
 
 
