@@ -62,7 +62,7 @@ class BranchingRandomness:
 
     def coins_bounded(self, upper_bounds, exact):
         # No uniforms to compare with the bounds: every exact probability is needed.
-        probs = exact(list(range(upper_bounds.numel())))
+        probs = upper_bounds if exact is None else exact(list(range(upper_bounds.numel())))
         outcomes, uniforms = self.coins(probs)
         return outcomes, uniforms, probs.tolist()
 

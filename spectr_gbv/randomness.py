@@ -34,7 +34,7 @@ class Randomness(Protocol):
         ...
 
     def coins_bounded(
-        self, upper_bounds: torch.Tensor, exact: Callable[[list[int]], torch.Tensor]
+        self, upper_bounds: torch.Tensor, exact: Callable[[list[int]], torch.Tensor] | None
     ) -> tuple[list[bool], list[float | None], list[float | None]]:
         """Coins whose probabilities are costly but bounded above by `upper_bounds` [m].
 
@@ -42,6 +42,8 @@ class Randomness(Protocol):
         that draws uniforms calls it only where eta_i < upper_bounds[i], since elsewhere the
         coin fails whatever its exact probability; the outcomes are those of `coins` on the
         exact probabilities. Returns (outcomes, uniforms, the probabilities computed or None).
+        `exact` None: the bounds are the probabilities, all known (one host read for a source
+        of uniforms, where `coins` takes one too but does not return the probabilities).
         """
         ...
 
@@ -113,6 +115,8 @@ class UniformRandomness:
         uniforms = self._uniforms(upper_bounds.numel(), upper_bounds.device)
         # Two host reads: the uniforms with their bounds, then the exact probabilities where needed.
         etas, bounds = _read_pairs(uniforms, upper_bounds)
+        if exact is None:  # the bounds are exact: the first read was the only one
+            return [eta < prob for eta, prob in zip(etas, bounds)], etas, bounds
         possible = [i for i, (eta, bound) in enumerate(zip(etas, bounds)) if eta < bound]
         outcomes: list[bool] = [False] * len(etas)
         probs: list[float | None] = [None] * len(etas)

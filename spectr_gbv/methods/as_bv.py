@@ -135,10 +135,11 @@ def select_block(inp: VerifyInput, rng: Randomness, drafts: DraftsOnHost | None 
 
 
 def verify_block(inp: VerifyInput, rng: Randomness, selection: Selection) -> BlockScan:
-    """Phase 2 (lines 9-11): GBV's coins on the selected block with D for p."""
+    """Phase 2 (lines 9-11): GBV's coins on the selected block with D for p, every h computed
+    and the coins read once (`gbv.scan_coins`): the L - 1 rows' passes cost less than a read."""
     chosen, laws = selection.chosen, selection.laws
     omega = phase_two_weights(inp, chosen, laws)
-    return scan_block(rng, omega, inp.target_probs[chosen, 1 : inp.draft_length], laws[1:], chosen)
+    return scan_block(rng, omega, inp.target_probs[chosen, 1 : inp.draft_length], laws[1:], chosen, every_h=True)
 
 
 def phase_two_weights(inp: VerifyInput, draft: int, selected: torch.Tensor) -> torch.Tensor:

@@ -48,8 +48,15 @@ def losers(node: NodeChoice) -> list[tuple[int, int, torch.Tensor]]:
 
 def rrs_step(target: torch.Tensor, proposal: torch.Tensor, token: int) -> tuple[float, torch.Tensor]:
     """Recursive rejection sampling, one proposal: (P(accept token), the target if it is rejected)."""
-    g, t = torch.stack([proposal[token], target[token]]).tolist()  # one host read
-    accept = min(1.0, t / g) if g > 0 else 0.0
+    accept, rejected = rrs_step_on_device(target, proposal, token)
+    return float(accept), rejected  # one host read
+
+
+def rrs_step_on_device(target: torch.Tensor, proposal: torch.Tensor, token: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`rrs_step` with P(accept) a 0-dim float64 tensor, min(1, t / g) (0 where g = 0): the same
+    IEEE quotient, so the same bits, without a read (`verify` reads it with its coin)."""
+    g, t = proposal[token], target[token]
+    accept = torch.where(g > 0, torch.clamp(t / torch.where(g > 0, g, 1.0), max=1.0), 0.0)
     return accept, normalize(torch.relu(target - proposal), fallback=target)
 
 
@@ -75,7 +82,7 @@ def _gbv_remainder(
         return emit(inp, rng, draft, L, inp.target_probs[draft, L], "bonus", tests, drafted)
     omega = scan_weights(inp, draft, start)
     rows = slice(start + 1, L)
-    scan = scan_block(rng, omega, inp.target_probs[draft, rows], inp.draft_probs[draft, rows], draft, start)
+    scan = scan_block(rng, omega, inp.target_probs[draft, rows], inp.draft_probs[draft, rows], draft, start, every_h=True)
     tests += scan.tests
     final, kind = stop_law(omega, scan.tau, inp.target_probs[draft, start:], inp.draft_probs[draft, start:])
     return emit(inp, rng, draft, start + scan.tau, final, kind, tests, drafted)
@@ -87,8 +94,8 @@ def _gbv_remainder(
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     """Host reads: the drafts with the size of their support in one copy
     (`as_bv_host.on_support_with_drafts`), a busy node's few (`as_bv.node_law`), the coins (one
-    read each, two for a GBV scan), and the final token. A loser's test takes two (its two
-    probabilities, then its coin): the test's probability is recorded on the host."""
+    read each, one for a GBV scan), and the final token. A loser's test takes one (its coin with
+    its probability, which the test records on the host)."""
     L = inp.draft_length
     small, drafts = on_support_with_drafts(inp)  # as AS-BV: the draft's support plus one cell for the rest
     work = inp if small is None else small.inp
@@ -99,8 +106,8 @@ def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
         return emit(inp, rng, chosen, L, inp.target_probs[chosen, L], "bonus", tests, drafts.emitted)
     target, _ = stop_law(scan.omega, tau, work.target_probs[chosen], selection.laws)  # AS-BV's correction law r
     for k, z, proposal in losers(selection.nodes[tau]):
-        accept, rejected_target = rrs_step(target, proposal, z)
-        (accepted,), (uniform,) = rng.coins(torch.tensor([accept], dtype=torch.float64))
+        accept, rejected_target = rrs_step_on_device(target, proposal, z)
+        (accepted,), (uniform,), (accept,) = rng.coins_bounded(accept.reshape(1), None)  # with its probability: one read
         tests.append(SubBlockTest(k, tau, 1, accept, accepted, uniform))
         if accepted:  # z is an accepted draft token; GBV on the rest of draft k (full vocabulary: a few passes)
             return _gbv_remainder(inp, rng, k, tau + 1, tests, drafts.emitted)

@@ -65,12 +65,17 @@ def scan_coins(
     omega: torch.Tensor,  # [m]
     target_next: torch.Tensor,  # [m-1, V]
     draft_next: torch.Tensor,  # [m-1, V]
+    every_h: bool = False,
 ) -> tuple[list[bool], list[float | None], list[float | None]]:
     """The m coins of one GBV scan, computing h_t only where the coin can succeed.
 
     S_t <= omega_t, hence h_t <= omega_t: a coin with eta_t >= omega_t fails whatever
     S_t is, and its O(V) residual mass is never computed. Deviation from paper: an
     evaluation shortcut only; the outcomes equal those of the eager rule for the same eta.
+    That shortcut costs a second host read (the uniforms first, to know where h_t is needed).
+    `every_h`: every h_t computed up front, the coins in one read, the same outcomes for the
+    same uniforms; for a caller whose passes are cheap (a layout on the draft's support) or
+    few, where a device sync costs more than the passes saved.
     """
     last = omega.shape[-1] - 1
 
@@ -83,6 +88,8 @@ def scan_coins(
             h[inner] = sub_block_probs(omega[rows], mass)
         return h
 
+    if every_h:
+        return rng.coins_bounded(exact(list(range(omega.shape[-1]))), None)
     return rng.coins_bounded(omega, exact)
 
 
@@ -107,9 +114,11 @@ def scan_block(
     draft_next: torch.Tensor,  # [m-1, V]
     draft: int = 0,
     start: int = 0,
+    every_h: bool = False,
 ) -> BlockScan:
-    """GBV's coins on the m tokens of X^(draft) after its first `start` (`scan_coins`), and t*."""
-    outcomes, uniforms, h = scan_coins(rng, omega, target_next, draft_next)
+    """GBV's coins on the m tokens of X^(draft) after its first `start` (`scan_coins`, with
+    `every_h`), and t*."""
+    outcomes, uniforms, h = scan_coins(rng, omega, target_next, draft_next, every_h)
     tests = [SubBlockTest(draft, start, t + 1, h[t], outcomes[t], uniforms[t]) for t in range(len(outcomes))]
     return BlockScan(omega, tests, last_success(outcomes))
 
