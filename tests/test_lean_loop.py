@@ -76,11 +76,11 @@ def test_the_counters_see_each_kind_of_read_and_every_op():
     x = torch.arange(6.0)
     with HostReadCounter() as reads, OpCounter() as ops:
         x.sum().item(), x.tolist(), int(x[1]), float(x[2]), bool(x[3] > 0), x.cpu(), x.nonzero(), [0, 1][x.long()[1]]
-        x[x > 2], x[:, None][x > 2, 0]  # boolean masks: the result's size is read
+        x[x > 2], x[:, None][x > 2, 0], x.masked_select(x > 2), torch.unique(x)  # results sized by data: read
         x[x.long()[:2]], x[torch.where(x > 2, x, 0.0).long()]  # integer indices and masks used as values: no read
         y = (x * 2 + 1).exp()
     assert reads.by_name == {"item": 1, "tolist": 1, "__int__": 1, "__float__": 1, "__bool__": 1, "cpu": 1,
-                             "nonzero": 1, "__index__": 1, "mask_index": 2}
+                             "nonzero": 1, "__index__": 1, "mask_index": 2, "masked_select": 1, "unique": 1}
     assert ops.by_op["mul"] == 1 and ops.by_op["add"] == 1 and ops.by_op["exp"] == 1
     assert y.shape == x.shape
 

@@ -5,7 +5,7 @@
 
 On a GPU every host read (a tensor's value brought to Python: `item`, `tolist`, `int`,
 `float`, `bool`, `cpu`, `nonzero`, indexing a list with a tensor; and indexing a tensor with a
-boolean mask, whose result's size must reach the host) waits for the device to finish
+boolean mask, `masked_select` and `unique`, whose result's size must reach the host) waits for the device to finish
 everything queued before it, and every aten op dispatched is a kernel launch. Counting
 both on the CPU therefore says how host-bound a loop is on any machine, without one: the
 counts do not depend on the hardware, only on the code path and on the tokens drawn (which
@@ -46,7 +46,12 @@ HOST_READS = frozenset({
 
 # Indexing a tensor with a boolean mask reads too: the result's size is the mask's count, which
 # the host must know before it can allocate (a device sync on a GPU, though no value reaches Python).
+# So do the functions whose result's size is data (`masked_select`, `unique`), by their names.
 MASK_INDEX = "mask_index"
+DATA_SIZED = frozenset({
+    torch.masked_select, torch.Tensor.masked_select, torch.unique, torch.Tensor.unique, torch.unique_consecutive,
+    torch.Tensor.unique_consecutive,
+})
 
 
 def _is_mask_index(func, args) -> bool:
@@ -69,7 +74,7 @@ class HostReadCounter(TorchFunctionMode):
         return sum(self.by_name.values())
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in HOST_READS:
+        if func in HOST_READS or func in DATA_SIZED:
             self.by_name[func.__name__] += 1
         elif _is_mask_index(func, args):
             self.by_name[MASK_INDEX] += 1
