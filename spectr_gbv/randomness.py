@@ -110,7 +110,7 @@ class UniformRandomness:
         return int(inverse_cdf(probs, self._uniforms(1, probs.device)[0]))
 
     def coins_bounded(
-        self, upper_bounds: torch.Tensor, exact: Callable[[list[int]], torch.Tensor]
+        self, upper_bounds: torch.Tensor, exact: Callable[[list[int]], torch.Tensor] | None
     ) -> tuple[list[bool], list[float | None], list[float | None]]:
         uniforms = self._uniforms(upper_bounds.numel(), upper_bounds.device)
         # Two host reads: the uniforms with their bounds, then the exact probabilities where needed.

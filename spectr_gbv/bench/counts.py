@@ -46,7 +46,9 @@ HOST_READS = frozenset({
 
 # Indexing a tensor with a boolean mask reads too: the result's size is the mask's count, which
 # the host must know before it can allocate (a device sync on a GPU, though no value reaches Python).
-# So do the functions whose result's size is data (`masked_select`, `unique`), by their names.
+# So do the functions whose result's size is data (`masked_select`, `unique`), by their names. Not
+# seen: a mask inside a list index, and assigning through a mask (`x[mask] = t`, a sync on CUDA);
+# the lean loop has neither (a dispatch-mode scan of its aten index ops found none).
 MASK_INDEX = "mask_index"
 DATA_SIZED = frozenset({
     torch.masked_select, torch.Tensor.masked_select, torch.unique, torch.Tensor.unique, torch.unique_consecutive,

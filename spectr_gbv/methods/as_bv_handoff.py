@@ -53,8 +53,8 @@ def rrs_step(target: torch.Tensor, proposal: torch.Tensor, token: int) -> tuple[
 
 
 def rrs_step_on_device(target: torch.Tensor, proposal: torch.Tensor, token: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`rrs_step` with P(accept) a 0-dim float64 tensor, min(1, t / g) (0 where g = 0): the same
-    IEEE quotient, so the same bits, without a read (`verify` reads it with its coin)."""
+    """`rrs_step` with P(accept) a 0-dim tensor (the laws' float64), min(1, t / g) (0 where g = 0):
+    the same IEEE quotient, so the same bits, without a read (`verify` reads it with its coin)."""
     g, t = proposal[token], target[token]
     accept = torch.where(g > 0, torch.clamp(t / torch.where(g > 0, g, 1.0), max=1.0), 0.0)
     return accept, normalize(torch.relu(target - proposal), fallback=target)

@@ -73,8 +73,8 @@ def scan_coins(
     S_t is, and its O(V) residual mass is never computed. Deviation from paper: an
     evaluation shortcut only; the outcomes equal those of the eager rule for the same eta.
     That shortcut costs a second host read (the uniforms first, to know where h_t is needed).
-    `every_h`: every h_t computed up front, the coins in one read, the same outcomes for the
-    same uniforms; for a caller whose passes are cheap (a layout on the draft's support) or
+    `every_h`: every h_t computed up front (capped at omega_t, which it exceeds only by rounding),
+    the coins in one read, the same outcomes for the same uniforms; for a caller whose passes are cheap (a layout on the draft's support) or
     few, where a device sync costs more than the passes saved.
     """
     last = omega.shape[-1] - 1
@@ -88,8 +88,8 @@ def scan_coins(
             h[inner] = sub_block_probs(omega[rows], mass)
         return h
 
-    if every_h:
-        return rng.coins_bounded(exact(list(range(omega.shape[-1]))), None)
+    if every_h:  # h_t <= omega_t, up to rounding: the min makes the decisions the lazy scan's exactly
+        return rng.coins_bounded(torch.minimum(exact(list(range(omega.shape[-1]))), omega), None)
     return rng.coins_bounded(omega, exact)
 
 
