@@ -5,8 +5,9 @@
 
 On a GPU every host read (a tensor's value brought to Python: `item`, `tolist`, `int`,
 `float`, `bool`, `cpu`, `nonzero`, indexing a list with a tensor; and indexing a tensor with a
-boolean mask, `masked_select` and `unique`, whose result's size must reach the host) waits for the device to finish
-everything queued before it, and every aten op dispatched is a kernel launch. Counting
+boolean mask, `masked_select` and `unique`, whose result's size must reach the host) waits for
+the device to finish everything queued before it, and every aten op dispatched is a kernel
+launch. Counting
 both on the CPU therefore says how host-bound a loop is on any machine, without one: the
 counts do not depend on the hardware, only on the code path and on the tokens drawn (which
 the seed fixes).

@@ -74,8 +74,9 @@ def scan_coins(
     evaluation shortcut only; the outcomes equal those of the eager rule for the same eta.
     That shortcut costs a second host read (the uniforms first, to know where h_t is needed).
     `every_h`: every h_t computed up front (capped at omega_t, which it exceeds only by rounding),
-    the coins in one read, the same outcomes for the same uniforms; for a caller whose passes are cheap (a layout on the draft's support) or
-    few, where a device sync costs more than the passes saved.
+    the coins in one read, the same outcomes for the same uniforms; for a caller whose passes are
+    cheap (a layout on the draft's support) or few, where a device sync costs more than the passes
+    saved.
     """
     last = omega.shape[-1] - 1
 
