@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Callable, Iterator, Sequence
 
 import torch
 
 from .config import DecodeConfig
 from .methods import METHODS
-from .methods.base import VerifyInput, VerifyResult
+from .methods.base import Prefetched, VerifyInput, VerifyResult, read_with_drafts, trusted_drafts
 from .models.base import DecodeSession, LanguageModel
 from .probs import logits_to_probs, token_probs
 from .randomness import sample_rows
@@ -101,6 +102,15 @@ class Proposal:
     target_probs: torch.Tensor  # [K, L+1, V]
     draft_s: float
     target_s: float
+    # Read with the drafts' tokens where a `prefetch` was given; draft_probs are then already the
+    # canonical float64 rows of `trusted_drafts` (`verify_input`).
+    prefetched: Prefetched | None = None
+
+    def lean_input(self) -> VerifyInput:
+        """The `VerifyInput` of the lean loop (trusted: the engine made these distributions)."""
+        if self.prefetched is None:
+            return VerifyInput.trusted(self.draft_tokens, self.draft_probs, self.target_probs)
+        return VerifyInput.of_trusted_drafts(self.draft_tokens, self.draft_probs, self.target_probs, self.prefetched)
 
 
 def propose(
@@ -112,19 +122,26 @@ def propose(
     target_device: torch.device,
     draft_device: torch.device,
     timed: bool = True,
+    prefetch: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> Proposal:
     """Steps 1 and 2: draft K blocks, score them with one target call. `timed`: the two phases'
-    seconds (on CUDA each a device sync); the lean loop takes none and records 0."""
+    seconds (on CUDA each a device sync); the lean loop takes none and records 0. `prefetch`:
+    the rule's values from the drafts alone (`MethodSpec.prefetch`), read with the drafts' tokens
+    that the target reads to build its trie, in one copy (`Proposal.prefetched`)."""
     start = time.perf_counter()
     draft_tokens, draft_probs = draft_blocks(draft, config, num_drafts, generator)
     draft_s = _seconds_since(start, draft_device) if timed else 0.0
 
     start = time.perf_counter()
-    draft_tokens = draft_tokens.to(target_device)
-    target_logits = target.score(draft_tokens)
+    draft_tokens, draft_probs = draft_tokens.to(target_device), draft_probs.to(target_device)
+    prefetched = None
+    if prefetch is not None:
+        draft_tokens, draft_probs = trusted_drafts(draft_tokens, draft_probs)
+        prefetched = read_with_drafts(draft_tokens, prefetch(draft_tokens, draft_probs))
+    target_logits = target.score(draft_tokens, None if prefetched is None else prefetched.rows)
     target_probs = logits_to_probs(target_logits, config.temperature, config.top_k, config.top_p)
     target_s = _seconds_since(start, target_device) if timed else 0.0
-    return Proposal(draft_tokens, draft_probs.to(target_device), target_probs, draft_s, target_s)
+    return Proposal(draft_tokens, draft_probs, target_probs, draft_s, target_s, prefetched)
 
 
 def speculative_iteration(
@@ -236,9 +253,10 @@ class DecodeRun:
     def remaining(self) -> int:
         return 0 if self.finished else self.config.max_new_tokens - self.produced
 
-    def propose(self, num_drafts: int, timed: bool = True) -> Proposal:
+    def propose(self, num_drafts: int, timed: bool = True,
+                prefetch: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> Proposal:
         return propose(self.config, num_drafts, self.target_session, self.draft_session, self.generators[0],
-                       self.target.device, self.draft.device, timed)
+                       self.target.device, self.draft.device, timed, prefetch)
 
     def commit(self, branch: int, tokens: list[int], drafted: list[int] | None = None) -> list[int]:
         """Make an iteration's tokens context (capped, cut after EOS); returns those emitted.
@@ -311,14 +329,16 @@ def run_lean(run: DecodeRun) -> Iterator[LeanStep]:
             token = sample_rows(probs, run.generators[0]).tolist()  # the one read of a plain step
             yield LeanStep(run.commit(0, token), 0)
             continue
-        proposal = run.propose(config.effective_num_drafts, timed=False)  # no phase timings: on CUDA each is a sync
-        inp = VerifyInput.trusted(proposal.draft_tokens, proposal.draft_probs, proposal.target_probs)
+        K = config.effective_num_drafts
         if spec.decide is not None:
-            winner, tau, final, *block = spec.decide(inp, run.generators[1]).tolist()  # the decision, one read
+            proposal = run.propose(K, timed=False)  # no phase timings: on CUDA each is a sync
+            winner, tau, final, *block = spec.decide(proposal.lean_input(), run.generators[1]).tolist()  # the decision, one read
             yield LeanStep(run.commit(winner, [*block[:tau], final], drafted=block), tau)
         else:
-            result = spec.verify(inp, spec.randomness(run.generators[1], inp.num_drafts, inp.draft_length,
-                                                      run.target.device))
+            rng = spec.randomness(run.generators[1], K, config.draft_length, run.target.device)
+            prefetch = None if spec.prefetch is None else partial(spec.prefetch, rng=rng)
+            proposal = run.propose(K, timed=False, prefetch=prefetch)
+            result = spec.verify(proposal.lean_input(), rng)
             yield LeanStep(run.commit(result.winning_draft or 0, result.tokens), result.num_accepted)
 
 

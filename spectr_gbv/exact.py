@@ -66,6 +66,9 @@ class BranchingRandomness:
         outcomes, uniforms = self.coins(probs)
         return outcomes, uniforms, probs.tolist()
 
+    def uniform_block(self, n: int, device: torch.device) -> None:
+        return None  # no uniforms: every coin is asked for, so that it can branch
+
 
 def enumerate_outcomes(run: Callable[[Randomness], T]) -> list[tuple[float, T]]:
     """Every (probability, result) of `run(rng)` over all its random choices."""

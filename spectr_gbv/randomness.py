@@ -19,6 +19,7 @@ the code that runs in the app, not a separate model of it.
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable, Protocol, Sequence
 
 import torch
@@ -45,6 +46,12 @@ class Randomness(Protocol):
         `exact` None: the bounds are the probabilities, all known (one host read for a source
         of uniforms, where `coins` takes one too but does not return the probabilities).
         """
+        ...
+
+    def uniform_block(self, n: int, device: torch.device) -> torch.Tensor | None:
+        """The next n uniforms as a float64 tensor on `device`, for a rule to read with other
+        values and spend on the host (`HostUniforms`); None where the source is not a stream of
+        uniforms it may hand out ahead (exact enumeration, scripted and budgeted uniforms)."""
         ...
 
 
@@ -126,6 +133,9 @@ class UniformRandomness:
                 outcomes[position], probs[position] = etas[position] < prob, prob
         return outcomes, etas, probs
 
+    def uniform_block(self, n: int, device: torch.device) -> torch.Tensor | None:
+        return None
+
 
 def _read_pairs(uniforms: torch.Tensor, probs: torch.Tensor) -> tuple[list[float], list[float]]:
     """The uniforms [n] and probabilities (n values) as float64 host lists, in one read."""
@@ -145,6 +155,9 @@ class TorchRandomness(UniformRandomness):
 
     def _uniforms(self, n: int, device: torch.device) -> torch.Tensor:
         return torch_uniforms(self.generator, n, device)
+
+    def uniform_block(self, n: int, device: torch.device) -> torch.Tensor | None:
+        return self._uniforms(n, device)
 
 
 class BudgetRandomness(UniformRandomness):
@@ -178,3 +191,32 @@ class ScriptedRandomness(UniformRandomness):
         values = self._queue[self.used : self.used + n]
         self.used += n
         return torch.tensor(values, dtype=torch.float64, device=device)
+
+
+class HostUniforms:
+    """Uniforms already on the host (read with other values), spent in order on coins and draws
+    whose probabilities are host floats too: the decisions of `UniformRandomness` (eta < p, and
+    `inverse_cdf`'s first index whose cumulative mass exceeds u x total) in float64, with no
+    read. Uniforms left over are discarded: each one is used at most once, so the decisions
+    are independent draws as from any other stream."""
+
+    def __init__(self, uniforms: Sequence[float]):
+        self._queue = list(uniforms)
+        self.used = 0
+
+    def _next(self, n: int) -> list[float]:
+        if self.used + n > len(self._queue):
+            raise IndexError(f"{len(self._queue)} uniforms on the host, {self.used + n} wanted")
+        self.used += n
+        return self._queue[self.used - n : self.used]
+
+    def coins(self, accept_probs: Sequence[float]) -> tuple[list[bool], list[float]]:
+        etas = self._next(len(accept_probs))
+        return [eta < prob for eta, prob in zip(etas, accept_probs)], etas
+
+    def sample(self, probs: Sequence[float]) -> int:
+        (eta,) = self._next(1)
+        cdf = list(itertools.accumulate(probs))  # left to right, as torch's cumsum on a short row
+        quantile = eta * cdf[-1]
+        index = next((i for i, mass in enumerate(cdf) if mass > quantile), len(cdf))
+        return min(index, max(i for i, prob in enumerate(probs) if prob > 0))

@@ -3,7 +3,8 @@ own `HostReadCounter` on seeded inputs shaped like the default pair's: V = 1000,
 proposes 400 of the tokens (so the rule runs on the draft's support plus a rest cell, as it does
 at 8,192 of 49,152), peaked distributions, L = 4. The rule's values are untouched: the golden and
 enumeration tiers check that; here the host-side values it now carries are checked against the
-reads they replace."""
+reads they replace, and phase 1's coins spent from uniforms read with the drafts against the same
+coins asked of a `Randomness`."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ import dataclasses
 
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 from spectr_gbv.bench.counts import MASK_INDEX, HostReadCounter
 from spectr_gbv.methods import METHODS, as_bv
 from spectr_gbv.methods.as_bv_fast import on_support
-from spectr_gbv.methods.base import VerifyInput
-from spectr_gbv.randomness import TorchRandomness
+from spectr_gbv.methods.as_bv_host import on_support_with_drafts, phase_one_budget
+from spectr_gbv.methods.base import VerifyInput, read_with_drafts
+from spectr_gbv.randomness import HostUniforms, ScriptedRandomness, TorchRandomness, inverse_cdf
 
 pytestmark = pytest.mark.unit
 
@@ -38,14 +41,20 @@ def peaked_input(seed: int, num_drafts: int) -> VerifyInput:
     return VerifyInput.build(tokens, draft, target)
 
 
-def reads_per_iteration(num_drafts: int) -> list[int]:
-    verify = METHODS["as_bv_handoff"].verify
+def reads_per_iteration(num_drafts: int, prefetched: bool = False) -> list[int]:
+    """Reads of one verification; `prefetched`: as the lean loop hands it its input, with what the
+    rule reads from the drafts alone already read with their tokens (not counted here: the engine
+    reads the tokens anyway, to build the trie the target scores)."""
+    spec = METHODS["as_bv_handoff"]
     counts = []
     for seed in range(ITERATIONS):
         inp = peaked_input(seed, num_drafts)
         rng = TorchRandomness(torch.Generator().manual_seed(100 + seed))
+        if prefetched:
+            got = read_with_drafts(inp.draft_tokens, spec.prefetch(inp.draft_tokens, inp.draft_probs, rng))
+            inp = dataclasses.replace(inp, prefetched=got)
         with HostReadCounter() as reads:
-            verify(inp, rng)
+            spec.verify(inp, rng)
         # The LP keeps its kinks without a boolean index (a sync no Python value shows)
         assert MASK_INDEX not in reads.by_name, reads.by_name
         counts.append(reads.total)
@@ -56,20 +65,74 @@ def test_the_inputs_take_the_default_pairs_path():
     assert on_support(peaked_input(0, 2)) is not None
 
 
-def test_one_draft_reads_the_host_three_times_an_iteration():
+def test_one_draft_reads_the_host_three_times_an_iteration_and_twice_in_the_lean_loop():
     # The drafts with their support's size in one copy, GBV's scan (every h computed, read with
     # the uniforms) and the final token; phase 1 reads nothing at K = 1. Before the reads were
     # batched: 24 on average, never below 22; 3.95 while the scan read twice.
     assert max(reads_per_iteration(1)) <= 3
+    assert max(reads_per_iteration(1, prefetched=True)) <= 2
 
 
-def test_two_drafts_read_the_host_about_an_eighth_as_often_as_before():
+def test_two_drafts_read_the_host_about_a_twelfth_as_often_as_before():
     # Measured on these inputs: 80 a call on average before the reads were batched; 22 with rho*
     # and beta read per busy node and "first"'s check read where the LP mixes; 11.25 once rho*
     # and beta stayed on the device and the LP's bound settled the check; 10.35 with GBV's scan
-    # and a loser's test read once each (per busy node: the LP's one copy and the coins).
-    counts = reads_per_iteration(2)
-    assert sum(counts) / len(counts) <= 10.5
+    # and a loser's test read once each; 7.0 with phase 1's coins spent on the host from uniforms
+    # read with the drafts (and none where every candidate carries one token); 6.0 when the
+    # engine has read the drafts with their tokens. What is left: the LP's one copy per busy node,
+    # the scan, a loser's test, the final token.
+    own = reads_per_iteration(2)
+    lean = reads_per_iteration(2, prefetched=True)
+    assert sum(own) / len(own) <= 7.5
+    assert sum(lean) / len(lean) <= 6.5
+    assert all(a == b + 1 for a, b in zip(own, lean))  # the rule's own read of the drafts, and only it
+
+
+@pytest.mark.parametrize("num_drafts", [2, 3, 4])
+def test_phase_one_spends_host_uniforms_as_it_would_spend_the_randomness(num_drafts):
+    """Phase 1 with its uniforms on the host (`HostUniforms`, read with the drafts) takes every
+    decision it takes when it asks a `Randomness` for the coins, given the same uniforms in the
+    same order: the same selected draft, nodes and law D, bit for bit. The budget covers every
+    path (`phase_one_budget`: more would raise)."""
+    spent = 0
+    for seed in range(12):
+        inp = peaked_input(seed, num_drafts)
+        small, drafts = on_support_with_drafts(inp, ScriptedRandomness([]))  # scripted: hands out no block
+        assert drafts.uniforms is None
+        work = small.inp if small is not None else inp
+        uniforms = torch.rand(phase_one_budget(num_drafts), generator=torch.Generator().manual_seed(seed),
+                              dtype=torch.float64).tolist()
+        host = HostUniforms(uniforms)
+        on_host = as_bv.select_block(work, ScriptedRandomness([]), dataclasses.replace(drafts, uniforms=host))
+        asked = ScriptedRandomness(uniforms[: host.used])
+        by_rng = as_bv.select_block(work, asked, drafts)
+        assert asked.used == host.used
+        assert on_host.chosen == by_rng.chosen
+        assert [(n.selected, n.component, n.accepted_place) for n in on_host.nodes] == \
+            [(n.selected, n.component, n.accepted_place) for n in by_rng.nodes]
+        assert torch.equal(on_host.laws, by_rng.laws)
+        spent += host.used
+    assert spent > 0  # the inputs do make phase 1 draw
+
+
+def test_a_node_whose_candidates_carry_one_token_spends_no_coin():
+    inp = peaked_input(0, 2)
+    work = on_support(inp).inp
+    target, draft = work.target_probs[0, 0], work.draft_probs[0, 0]
+    law = as_bv.node_law(target, draft, {2: 1.0}, 1.0)
+    mixed = dataclasses.replace(law, mixtures={2: (0.5, 0.3, 0.2)})  # every component possible
+    token = int(work.draft_tokens[0, 0])
+    assert as_bv.select_with_detail(mixed, [token, token], ScriptedRandomness([])) == (token, as_bv.FIRST, None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=5).filter(lambda w: sum(w) > 0),
+       st.floats(0.0, 1.0, exclude_max=True))
+def test_a_draw_from_host_uniforms_is_the_inverse_cdf_of_the_same_uniform(weights, uniform):
+    probs = torch.tensor(weights, dtype=torch.float64)
+    assert HostUniforms([uniform]).sample(weights) == int(inverse_cdf(probs, torch.tensor(uniform, dtype=torch.float64)))
+    outcomes, etas = HostUniforms([uniform] * len(weights)).coins(weights)
+    assert outcomes == [uniform < w for w in weights] and etas == [uniform] * len(weights)
 
 
 @pytest.mark.parametrize("num_drafts", [2, 3])

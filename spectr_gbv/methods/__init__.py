@@ -9,7 +9,7 @@ Pure tensor code: nothing under `spectr_gbv.methods` imports a model library or 
 
 from __future__ import annotations
 
-from . import as_bv, as_bv_handoff, gbv, rrs, sd, spectr, spectr_gbv, spectr_gbv_released, traversal
+from . import as_bv, as_bv_handoff, as_bv_host, gbv, rrs, sd, spectr, spectr_gbv, spectr_gbv_released, traversal
 from .base import MethodSpec, SubBlockTest, VerifyInput, VerifyResult
 
 LOSSY_RED = "#D55E00"  # Okabe-Ito vermillion: in the whole app it means lossy, and nothing else
@@ -104,6 +104,7 @@ METHODS: dict[str, MethodSpec] = {
             label="AS-BV",
             verify=as_bv.verify,
             expected_accepted=as_bv.expected_accepted,
+            prefetch=as_bv_host.prefetch,
             multi_draft=True,
             block=True,
             exact=True,
@@ -125,6 +126,7 @@ METHODS: dict[str, MethodSpec] = {
             label="AS-BV+H",
             verify=as_bv_handoff.verify,
             expected_accepted=as_bv_handoff.expected_accepted,
+            prefetch=as_bv_host.prefetch,
             multi_draft=True,
             block=True,
             exact=True,

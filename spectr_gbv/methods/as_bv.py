@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..probs import token_probs
-from ..randomness import Randomness
+from ..randomness import HostUniforms, Randomness
 from .as_bv_fast import NodeOrder, count_sum, on_support, powers, strict_order
 from .as_bv_host import DraftsOnHost, on_support_with_drafts, read_drafts
 from .as_bv_lp import node_mixture
@@ -82,7 +82,7 @@ BOUND_SLACK = 1e-9
 
 
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
-    small, drafts = on_support_with_drafts(inp)  # one host read for both
+    small, drafts = on_support_with_drafts(inp, rng)  # one host read for both, or none (`inp.prefetched`)
     work = inp if small is None else small.inp  # both phases run here; ids differ only by renumbering
     selection = select_block(work, rng, drafts)
     scan = verify_block(work, rng, selection)
@@ -117,7 +117,8 @@ def select_block(inp: VerifyInput, rng: Randomness, drafts: DraftsOnHost | None 
     """Phase 1 (lines 1-8): walk down the drafts' trie, one selected token per level.
 
     Host reads: `drafts` (read here when not given), then only at a node with a busy alive
-    count (`node_law`) and the coins. omega stays on the device: only a busy node's cap uses it."""
+    count (`node_law`), and the coins unless `drafts` brought their uniforms. omega stays on the
+    device: only a busy node's cap uses it."""
     drafts = read_drafts(inp) if drafts is None else drafts
     alive, alive_law, omega, rows, nodes = list(range(inp.num_drafts)), {inp.num_drafts: 1.0}, 1.0, [], []
     for depth in range(inp.draft_length):
@@ -125,7 +126,7 @@ def select_block(inp: VerifyInput, rng: Randomness, drafts: DraftsOnHost | None 
         target = inp.target_probs[node, depth]
         tokens = [drafts.tokens[k][depth] for k in alive]
         law = node_law(target, inp.draft_probs[node, depth], alive_law, omega, tokens)  # positional: a test wraps it
-        y, component, accepted_place = select_with_detail(law, tokens, rng)
+        y, component, accepted_place = select_with_detail(law, tokens, rng, drafts.uniforms)
         nodes.append(NodeChoice(law, alive, tokens, y, component, accepted_place))
         rows.append(law.selected)
         alive_law = child_alive_law(law, y, draft_y=drafts.draft_at[node][depth][alive[tokens.index(y)]])
@@ -311,19 +312,36 @@ def _mix(weights: tuple[float, float, float], marginals: torch.Tensor) -> torch.
     return torch.tensor(weights, dtype=torch.float64, device=marginals.device) @ marginals
 
 
-def select_with_detail(law: NodeLaw, tokens: list[int], rng: Randomness) -> tuple[int, int, int | None]:
+def select_with_detail(law: NodeLaw, tokens: list[int], rng: Randomness,
+                       uniforms: HostUniforms | None = None) -> tuple[int, int, int | None]:
     """Phase 1 line 6: draw a component from lambda[n], apply it to the candidates t_1..t_n.
     Returns y and how: the component used, and for seq the 0-based place of the accepted
-    candidate (None when seq rejected every candidate or another component ran)."""
-    if len(tokens) == 1:
-        return tokens[0], FIRST, None  # every component picks the only candidate; no coin is spent
+    candidate (None when seq rejected every candidate or another component ran).
+
+    The coins come from `uniforms` where given (read with the drafts; seq's probabilities a(t)
+    are then taken from `law.at_candidates`, read with the LP's inputs), else from `rng`."""
+    if len(set(tokens)) == 1:
+        # Every component selects the one token the candidates carry, so no coin is spent: y and
+        # D_u are what they would be after any draw, and with no loser there is no hand-off that
+        # the component could change (`as_bv_handoff.losers`).
+        return tokens[0], FIRST, None
     mixture = law.mixtures.get(len(tokens), ONLY_FIRST)  # absent: the count's posterior underflowed to 0
     used = [r for r, w in enumerate(mixture) if w > 0]
-    component = used[0] if len(used) == 1 else rng.sample(torch.tensor(mixture, dtype=torch.float64))
+    if len(used) == 1:
+        component = used[0]
+    else:
+        component = uniforms.sample(mixture) if uniforms else rng.sample(torch.tensor(mixture, dtype=torch.float64))
     if component == FIRST:
         return tokens[0], FIRST, None
     if component == SEQ:
-        outcomes, _ = rng.coins(law.components[len(tokens)].accept[tokens])
+        n = len(tokens)
+        if uniforms:
+            known = [law.at_candidates.get(t) for t in tokens]
+            accept = ([values.by_count[n][0] for values in known] if all(known)
+                      else law.components[n].accept[tokens].tolist())
+            outcomes, _ = uniforms.coins(accept)
+        else:
+            outcomes, _ = rng.coins(law.components[n].accept[tokens])
         if True in outcomes:
             place = outcomes.index(True)
             return tokens[place], SEQ, place

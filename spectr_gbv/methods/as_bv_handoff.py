@@ -92,12 +92,13 @@ def _gbv_remainder(
 
 
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
-    """Host reads: the drafts with the size of their support in one copy
-    (`as_bv_host.on_support_with_drafts`), a busy node's few (`as_bv.node_law`), the coins (one
+    """Host reads: the drafts with the size of their support and phase 1's uniforms in one copy
+    (`as_bv_host.on_support_with_drafts`; none where the engine read them with the drafts'
+    tokens, `VerifyInput.prefetched`), a busy node's few (`as_bv.node_law`), the coins (one
     read each, one for a GBV scan), and the final token. A loser's test takes one (its coin with
     its probability, which the test records on the host)."""
     L = inp.draft_length
-    small, drafts = on_support_with_drafts(inp)  # as AS-BV: the draft's support plus one cell for the rest
+    small, drafts = on_support_with_drafts(inp, rng)  # as AS-BV: the draft's support plus one cell for the rest
     work = inp if small is None else small.inp
     selection = as_bv.select_block(work, rng, drafts)  # phases 1 and 2 are AS-BV's, coin for coin
     scan = as_bv.verify_block(work, rng, selection)

@@ -3,8 +3,11 @@
 Phase 1 walks the drafts' trie on the host: it needs the drafts' tokens, and at each node
 p(y | u) of the token y it selects there (Bayes' rule on the alive count, `as_bv.child_alive_law`).
 Both are read here in one copy, and on a large vocabulary so is the size of the draft's
-support, which sets the layout the rule runs on (`as_bv_fast.on_support`). On a GPU each host
-read is a device sync; this one replaces one per node and one for the support.
+support, which sets the layout the rule runs on (`as_bv_fast.on_support`), and so are the
+uniforms of phase 1's coins (`phase_one_budget`), which it then spends on the host. All of it
+depends on the drafts alone, so the engine computes it before the target's forward and reads it
+with the drafts' tokens, which it reads anyway to build the trie it scores (`prefetch`,
+`VerifyInput.prefetched`): no read of the rule's own. On a GPU each host read is a device sync.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
+from ..randomness import HostUniforms, Randomness
 from . import as_bv_fast
-from .base import VerifyInput
+from .base import Prefetched, VerifyInput, read_with_drafts
 from .support import OnSupport, proposable_tokens
 
 
@@ -29,46 +33,72 @@ class DraftsOnHost:
     # is some alive draft k2's token and the node's row is its first alive draft's, so this holds
     # p(y | u) for every node and candidate phase 1 can meet.
     draft_at: list[list[list[float]]]
+    # Phase 1's uniforms on the host (None: phase 1 asks the `Randomness` for each coin).
+    uniforms: HostUniforms | None = None
 
 
-def read_drafts(inp: VerifyInput, emitted: torch.Tensor | None = None) -> DraftsOnHost:
-    """`DraftsOnHost` of `inp` in one host read; `emitted` [K, L]: the tokens in the result's ids
-    (`inp`'s own by default)."""
-    return _read(inp.draft_tokens, inp.draft_tokens if emitted is None else emitted, _draft_at(inp))[0]
+def phase_one_budget(num_drafts: int) -> int:
+    """The most uniforms phase 1 can spend: it draws only at a node whose candidates carry two
+    tokens or more (one draw for the component, one coin per candidate for seq), and a path of
+    the trie meets at most K - 1 such nodes, each leaving fewer drafts alive."""
+    return (num_drafts - 1) * (1 + num_drafts)
 
 
-def on_support_with_drafts(inp: VerifyInput) -> tuple[OnSupport | None, DraftsOnHost]:
+def prefetch(draft_tokens: torch.Tensor, draft_probs: torch.Tensor, rng: Randomness) -> torch.Tensor:
+    """Everything `on_support_with_drafts` reads beside the tokens, float64 [X]: on a large
+    vocabulary the tokens' ids on the support layout [K L] and the support's size [1]; then
+    draft_at [K L K] (`DraftsOnHost`) and phase 1's uniforms where `rng` hands them out ahead
+    [`phase_one_budget`]. draft_probs: the canonical float64 rows the rule will see."""
+    K, L = draft_tokens.shape
+    parts = []
+    if draft_probs.shape[-1] >= as_bv_fast.SUPPORT_FROM_VOCAB:
+        proposable = proposable_tokens(draft_probs)
+        # A token's id on the support layout: how many proposable ids lie below it (searchsorted's answer).
+        parts += [(proposable.cumsum(0) - proposable.long())[draft_tokens].reshape(-1), proposable.sum()[None]]
+    parts.append(_draft_at(draft_tokens, draft_probs).reshape(-1))
+    uniforms = rng.uniform_block(phase_one_budget(K), draft_probs.device)
+    if uniforms is not None:
+        parts.append(uniforms)
+    return torch.cat([part.to(torch.float64) for part in parts])
+
+
+def on_support_with_drafts(inp: VerifyInput, rng: Randomness) -> tuple[OnSupport | None, DraftsOnHost]:
     """`as_bv_fast.on_support(inp)` and the `DraftsOnHost` of the input the rule runs on (the
-    tokens renumbered where that is the support layout, written out in `inp`'s ids), in one host
-    read: the support's size travels with the drafts, so the support is found without `nonzero`'s."""
-    if inp.vocab_size < as_bv_fast.SUPPORT_FROM_VOCAB:  # the full vocabulary whatever the support
-        return None, read_drafts(inp)
-    proposable = proposable_tokens(inp)
-    # A token's id on the support layout: how many proposable ids lie below it (searchsorted's answer).
-    on_layout = (proposable.cumsum(0) - proposable.long())[inp.draft_tokens]
-    drafts, (size,) = _read(on_layout, inp.draft_tokens, _draft_at(inp), proposable.sum()[None])
-    small = as_bv_fast.on_support(inp, proposable, int(size))
-    return small, drafts if small is not None else dataclasses.replace(drafts, tokens=drafts.emitted)
+    tokens renumbered where that is the support layout, written out in `inp`'s ids): from
+    `inp.prefetched` where the engine read them with the drafts, else in one host read (the
+    uniforms drawn first, so that both ways spend the same draws)."""
+    got = inp.prefetched or read_with_drafts(inp.draft_tokens, prefetch(inp.draft_tokens, inp.draft_probs, rng))
+    K, L = inp.draft_tokens.shape
+    values, at = got.values, 0
+    large = inp.vocab_size >= as_bv_fast.SUPPORT_FROM_VOCAB
+    if large:
+        on_layout = _rows(values[: K * L], K, L)
+        size, at = int(values[K * L]), K * L + 1
+    probs = values[at : at + K * L * K]
+    draft_at = [[probs[(k * L + d) * K : (k * L + d + 1) * K] for d in range(L)] for k in range(K)]
+    uniforms = values[at + K * L * K :]
+    drafts = DraftsOnHost(got.rows, got.rows, draft_at, HostUniforms(uniforms) if uniforms else None)
+    if not large:  # the full vocabulary whatever the support
+        return None, drafts
+    small = as_bv_fast.on_support(inp, proposable_tokens(inp.draft_probs), size)
+    return small, drafts if small is None else dataclasses.replace(drafts, tokens=on_layout)
 
 
-def _draft_at(inp: VerifyInput) -> torch.Tensor:
+def read_drafts(inp: VerifyInput) -> DraftsOnHost:
+    """`DraftsOnHost` of `inp` in one host read, with no uniforms (the rule asks for its coins)."""
+    got = read_with_drafts(inp.draft_tokens, _draft_at(inp.draft_tokens, inp.draft_probs).reshape(-1))
+    K, L = inp.draft_tokens.shape
+    return DraftsOnHost(got.rows, got.rows, [[got.values[(k * L + d) * K : (k * L + d + 1) * K] for d in range(L)]
+                                             for k in range(K)])
+
+
+def _draft_at(draft_tokens: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
     """[K, L, K]: draft_probs[k, d, draft_tokens[k2, d]]. The support layout only copies
     columns, so these are the same values on either layout."""
-    K, L = inp.num_drafts, inp.draft_length
-    return inp.draft_probs.gather(-1, inp.draft_tokens.T.unsqueeze(0).expand(K, L, K))
+    K, L = draft_tokens.shape
+    return draft_probs.gather(-1, draft_tokens.T.unsqueeze(0).expand(K, L, K))
 
 
-def _read(tokens: torch.Tensor, emitted: torch.Tensor, draft_at: torch.Tensor,
-          extra: torch.Tensor | None = None) -> tuple[DraftsOnHost, list[float]]:
-    """One host read of the tokens [K, L] (twice: the rule's ids, the result's), draft_at
-    [K, L, K] and `extra` [X]. Token ids travel as float64, exact below 2**53."""
-    K, L = tokens.shape
-    parts = [tokens.reshape(-1), emitted.reshape(-1), draft_at.reshape(-1)] + ([] if extra is None else [extra])
-    values = torch.cat([part.to(torch.float64) for part in parts]).tolist()
-
-    def rows(start: int) -> list[list[int]]:
-        return [[int(t) for t in values[start + k * L : start + (k + 1) * L]] for k in range(K)]
-
-    probs = values[2 * K * L : 2 * K * L + K * L * K]
-    draft_rows = [[probs[(k * L + d) * K : (k * L + d + 1) * K] for d in range(L)] for k in range(K)]
-    return DraftsOnHost(rows(0), rows(K * L), draft_rows), values[2 * K * L + K * L * K :]
+def _rows(values: list[float], K: int, L: int) -> list[list[int]]:
+    """[K][L] token ids from float64 values (exact below 2**53)."""
+    return [[int(t) for t in values[k * L : (k + 1) * L]] for k in range(K)]

@@ -42,6 +42,23 @@ def canonical_rows(draft_tokens: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
+class Prefetched:
+    """What was read to the host with the drafts' tokens, in one copy (`read_with_drafts`)."""
+
+    rows: list[list[int]]  # [K][L] the drafts' tokens
+    values: list[float]  # the rule's `MethodSpec.prefetch`, as host floats
+
+
+def read_with_drafts(draft_tokens: torch.Tensor, values: torch.Tensor) -> Prefetched:
+    """The tokens [K, L] and `values` (float64 [X]) in one host read. Token ids travel as float64,
+    exact below 2**53."""
+    K, L = draft_tokens.shape
+    flat = torch.cat([draft_tokens.reshape(-1).to(torch.float64), values]).tolist()
+    rows = [[int(t) for t in flat[k * L : (k + 1) * L]] for k in range(K)]
+    return Prefetched(rows, flat[K * L :])
+
+
+@dataclass(frozen=True)
 class VerifyInput:
     """One iteration's drafts and distributions, validated and canonicalised.
 
@@ -52,6 +69,8 @@ class VerifyInput:
     draft_tokens: torch.Tensor  # [K, L] long
     draft_probs: torch.Tensor  # [K, L, V] float64; row d is p(. | X_{1:d})
     target_probs: torch.Tensor  # [K, L+1, V] float64; row d is q(. | X_{1:d}); row L is the bonus
+    # The engine's read of the drafts' tokens with the rule's `MethodSpec.prefetch` (None: the rule reads its own).
+    prefetched: Prefetched | None = None
 
     @property
     def num_drafts(self) -> int:
@@ -106,13 +125,30 @@ class VerifyInput:
         the same float64 renormalised, canonicalised rows, without the checks and without a host
         read. The canonical copies are gathered on the device (every row, where `build` moves
         only the non-canonical ones after finding them with `nonzero`)."""
-        tokens = draft_tokens.long()
+        return cls.of_trusted_drafts(*trusted_drafts(draft_tokens, draft_probs), target_probs)
+
+    @classmethod
+    def of_trusted_drafts(
+        cls,
+        tokens: torch.Tensor,  # [K, L] long
+        draft_probs: torch.Tensor,  # [K, L, V] from `trusted_drafts`
+        target_probs: torch.Tensor,  # [K, L+1, V] as the target gave them
+        prefetched: Prefetched | None = None,
+    ) -> "VerifyInput":
+        """`trusted`, its draft half done before the target's forward (`trusted_drafts`)."""
         if tokens.shape[0] > 1:
             rows = canonical_rows(tokens)  # [K, L+1]
-            depth = torch.arange(rows.shape[1], device=rows.device)
-            target_probs = target_probs[rows, depth]
-            draft_probs = draft_probs[rows[:, :-1], depth[:-1]]
-        return cls(tokens, _renormalised64(draft_probs), _renormalised64(target_probs))
+            target_probs = target_probs[rows, torch.arange(rows.shape[1], device=rows.device)]
+        return cls(tokens, draft_probs, _renormalised64(target_probs), prefetched)
+
+
+def trusted_drafts(draft_tokens: torch.Tensor, draft_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The draft half of `VerifyInput.trusted`: long tokens and the float64 renormalised canonical rows."""
+    tokens = draft_tokens.long()
+    if tokens.shape[0] > 1:
+        rows = canonical_rows(tokens)[:, :-1]  # [K, L]
+        draft_probs = draft_probs[rows, torch.arange(rows.shape[1], device=rows.device)]
+    return tokens, _renormalised64(draft_probs)
 
 
 def _renormalised64(probs: torch.Tensor) -> torch.Tensor:
@@ -267,6 +303,11 @@ class MethodSpec:
     # `verify` (through `BudgetRandomness`) and `decide` then take one block of that many
     # uniforms an iteration, so they decide from the same draws. None: draws as it goes.
     uniform_budget: Callable[[int, int], int] | None = None
+    # Values the rule reads from the drafts alone, float64 [X] from (draft tokens [K, L], the
+    # canonical float64 draft rows of `trusted_drafts`, the iteration's `Randomness`): the lean
+    # loop computes them before the target's forward and reads them with the drafts' tokens, which
+    # it reads anyway (`VerifyInput.prefetched`). None: the rule reads what it needs itself.
+    prefetch: Callable[[torch.Tensor, torch.Tensor, Randomness], torch.Tensor] | None = None
 
     def randomness(self, generator: torch.Generator, num_drafts: int, draft_length: int, device: torch.device) -> Randomness:
         """The `Randomness` the engine hands `verify` for one iteration."""

@@ -41,7 +41,8 @@ class DecodeSession(Protocol):
     def extend_branches(self, tokens: torch.Tensor) -> torch.Tensor:  # tokens [K] -> [K, V]
         ...
 
-    def score(self, blocks: torch.Tensor) -> torch.Tensor:  # blocks [K, n] -> [K, n+1, V]
+    def score(self, blocks: torch.Tensor, rows: list[list[int]] | None = None) -> torch.Tensor:
+        # blocks [K, n] -> [K, n+1, V]; rows: the same blocks on the host, where the caller read them
         ...
 
     def commit(self, branch: int, tokens: Sequence[int], drafted: Sequence[int] | None = None) -> None:

@@ -402,7 +402,7 @@ class FeatureDraftSession:
         self.forward_calls += 1
         return self.model.logits(g)
 
-    def score(self, blocks: torch.Tensor) -> torch.Tensor:
+    def score(self, blocks: torch.Tensor, rows: list[list[int]] | None = None) -> torch.Tensor:
         raise NotImplementedError("a feature-conditioned draft only drafts; the target scores")
 
     def commit(self, branch: int, tokens: Sequence[int], drafted: Sequence[int] | None = None) -> None:

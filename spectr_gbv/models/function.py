@@ -58,9 +58,9 @@ class FunctionSession:
             branch.append(token)
         return self._logits([self.context + b for b in self.branches])
 
-    def score(self, blocks: torch.Tensor) -> torch.Tensor:
+    def score(self, blocks: torch.Tensor, rows: list[list[int]] | None = None) -> torch.Tensor:
         self.forward_calls += 1
-        rows = blocks.tolist()
+        rows = blocks.tolist() if rows is None else rows
         return torch.stack(
             [torch.stack([self.model.next_token_probs(self.context + row[:i]) for i in range(len(row) + 1)]) for row in rows]
         ).log()
@@ -154,5 +154,5 @@ class FeatureReadingSession(FunctionSession):
         feature = self.features[-1]
         return torch.stack([self.model.probs(feature, c) for c in contexts]).log()
 
-    def score(self, blocks: torch.Tensor) -> torch.Tensor:
+    def score(self, blocks: torch.Tensor, rows: list[list[int]] | None = None) -> torch.Tensor:
         raise NotImplementedError("a feature-reading draft only drafts")

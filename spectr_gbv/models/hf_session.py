@@ -180,10 +180,11 @@ class HFSession:
         return self._forward(column)[:, -1]
 
     @torch.inference_mode()
-    def score(self, blocks: torch.Tensor) -> torch.Tensor:
+    def score(self, blocks: torch.Tensor, rows: list[list[int]] | None = None) -> torch.Tensor:
         """[K, L] drafts -> [K, L + 1, V] logits: q after the context and after every block prefix,
-        from one forward over the pending tokens and the drafts' distinct prefixes."""
-        trie = DraftTrie.of_blocks(blocks.tolist())
+        from one forward over the pending tokens and the drafts' distinct prefixes. `rows`: the
+        same drafts already on the host (the engine read them with other values), else read here."""
+        trie = DraftTrie.of_blocks(blocks.tolist() if rows is None else rows)
         m, past = len(self.pending), self.cached
         device = self.model.device
         layout = ScoringLayout.of(trie, m, self.model.model.dtype, device)  # built once per trie shape

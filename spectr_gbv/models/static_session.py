@@ -81,10 +81,10 @@ class StaticHFSession(HFSession):
                 if layer.is_initialized:
                     layer.cumulative_length.fill_(length)
 
-    def score(self, blocks: torch.Tensor) -> torch.Tensor:
+    def score(self, blocks: torch.Tensor, rows: list[list[int]] | None = None) -> torch.Tensor:
         # before the mask is built: its width is the cache's
         self._make_room(len(self.pending) + blocks.numel())
-        return super().score(blocks)
+        return super().score(blocks, rows)
 
     def _score_hidden(self, ids: torch.Tensor, layout: ScoringLayout, past: int) -> torch.Tensor:
         layers = self.feature_layers if self.collect_features else ()
