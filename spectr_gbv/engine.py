@@ -339,7 +339,9 @@ def run_lean(run: DecodeRun) -> Iterator[LeanStep]:
             prefetch = None if spec.prefetch is None else partial(spec.prefetch, rng=rng)
             proposal = run.propose(K, timed=False, prefetch=prefetch)
             result = spec.verify(proposal.lean_input(), rng)
-            yield LeanStep(run.commit(result.winning_draft or 0, result.tokens), result.num_accepted)
+            branch = result.winning_draft or 0
+            drafted = None if proposal.prefetched is None else proposal.prefetched.rows[branch]  # spares the draft's read
+            yield LeanStep(run.commit(branch, result.tokens, drafted=drafted), result.num_accepted)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The lean loop (`generate(..., detail=False)`): the same tokens as the detailed loop for the
 same seed, for every method, and at most two host reads per iteration for the rules that
-decide on tensors (SD, SpecTr, GBV, SpecTr-GBV), counted on a real transformers pair; plus the tensor rules
+decide on tensors (SD, SpecTr, GBV, SpecTr-GBV) and for AS-BV+H with one draft, counted on a real
+transformers pair; plus the tensor rules
 against their host-side `verify` on scripted inputs, and the benchmark's fair schedule."""
 
 from __future__ import annotations
@@ -61,6 +62,16 @@ def test_tensor_rules_read_the_host_at_most_twice_per_iteration(tiny_pair, metho
     assert counts.host_reads <= 2 * counts.iterations, counts.reads_by_name
     detailed = count_loop(target, draft, ids, method, 2, 4, 1.0, 32, detail=True)
     assert detailed.host_reads > counts.host_reads  # the records are what the lean loop leaves out
+
+
+@pytest.mark.model
+def test_the_apps_rule_reads_the_host_twice_per_iteration_with_one_draft(tiny_pair):
+    # The drafts' tokens with what AS-BV+H reads from the drafts alone (`MethodSpec.prefetch`),
+    # then its scan with Y: the tensor rules' two. With K >= 2 its phase 1 adds the LP's copies.
+    target, draft, ids = tiny_pair
+    counts = count_loop(target, draft, ids, "as_bv_handoff", 1, 4, 1.0, 32)
+    assert counts.iterations > 1
+    assert counts.host_reads <= 2 * counts.iterations, counts.reads_by_name
 
 
 @pytest.mark.model

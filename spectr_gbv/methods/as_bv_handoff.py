@@ -7,16 +7,20 @@ The rule and its proof of exactness: docs/proofs/as_bv_handoff.md, summarised in
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from ..probs import normalize
-from ..randomness import Randomness
+from ..probs import normalize, residual
+from ..randomness import Randomness, inverse_cdf
 from . import as_bv
 from .as_bv import FIRST, LEX, ONLY_FIRST, SEQ, NodeChoice, NodeLaw
 from .as_bv_fast import on_support
 from .as_bv_host import on_support_with_drafts
-from .base import SubBlockTest, VerifyInput, VerifyResult, emit
-from .gbv import expected_from_h, scan_block, scan_probs, scan_weights, stop_law
+from .base import SubBlockTest, VerifyInput, VerifyResult, emit, law_at
+from .gbv import (BlockScan, capped_accept_probs, expected_from_h, last_success, scan_block, scan_probs, scan_weights,
+                  stop_law)
+from .support import OnSupport
 
 
 # ------------------------------------------------------------------ the losers' conditional laws
@@ -94,28 +98,83 @@ def _gbv_remainder(
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     """Host reads: the drafts with the size of their support and phase 1's uniforms in one copy
     (`as_bv_host.on_support_with_drafts`; none where the engine read them with the drafts'
-    tokens, `VerifyInput.prefetched`), a busy node's few (`as_bv.node_law`), the coins (one
-    read each, one for a GBV scan), and the final token. A loser's test takes one (its coin with
-    its probability, which the test records on the host)."""
-    L = inp.draft_length
+    tokens, `VerifyInput.prefetched`), a busy node's few (`as_bv.node_law`), then `finish`'s."""
     small, drafts = on_support_with_drafts(inp, rng)  # as AS-BV: the draft's support plus one cell for the rest
     work = inp if small is None else small.inp
     selection = as_bv.select_block(work, rng, drafts)  # phases 1 and 2 are AS-BV's, coin for coin
-    scan = as_bv.verify_block(work, rng, selection)
+    return finish(inp, small, rng, selection, drafts.emitted)
+
+
+def finish(inp: VerifyInput, small: OnSupport | None, rng: Randomness, selection: as_bv.Selection,
+           drafted: list[list[int]]) -> VerifyResult:
+    """After phase 1: AS-BV's phase 2 on the selected block, the hand-off where it stopped at a
+    node with losers, and Y (`drafted`: inp's draft tokens on the host).
+
+    Host reads: the scan's one (`gbv.scan_coins`), which where `rng` hands out uniforms ahead
+    also brings Y, drawn on the device from the stop's law (`_scan_and_draw`); then, only where
+    the hand-off runs, one per loser's test and one for Y (drawn again: the first draw's uniform is
+    discarded, which leaves the law of everything after it unchanged)."""
+    L = inp.draft_length
+    work = inp if small is None else small.inp
+    drawn = _scan_and_draw(inp, small, rng, selection)
+    scan = as_bv.verify_block(work, rng, selection) if drawn is None else drawn.scan
     chosen, tau, tests = selection.chosen, scan.tau, scan.tests
     if tau == L:  # AS-BV's bonus, on the full vocabulary
-        return emit(inp, rng, chosen, L, inp.target_probs[chosen, L], "bonus", tests, drafts.emitted)
+        token = None if drawn is None else drawn.token
+        return emit(inp, rng, chosen, L, inp.target_probs[chosen, L], "bonus", tests, drafted, token)
+    handing_off = losers(selection.nodes[tau])
+    if drawn is not None and not handing_off:  # no loser at the stop: Y is the draw made with the scan
+        return emit(inp, rng, chosen, tau, drawn.final, "correction", tests, drafted, drawn.token)
     target, _ = stop_law(scan.omega, tau, work.target_probs[chosen], selection.laws)  # AS-BV's correction law r
-    for k, z, proposal in losers(selection.nodes[tau]):
+    for k, z, proposal in handing_off:
         accept, rejected_target = rrs_step_on_device(target, proposal, z)
         (accepted,), (uniform,), (accept,) = rng.coins_bounded(accept.reshape(1), None)  # with its probability: one read
         tests.append(SubBlockTest(k, tau, 1, accept, accepted, uniform))
         if accepted:  # z is an accepted draft token; GBV on the rest of draft k (full vocabulary: a few passes)
-            return _gbv_remainder(inp, rng, k, tau + 1, tests, drafts.emitted)
+            return _gbv_remainder(inp, rng, k, tau + 1, tests, drafted)
         target = rejected_target
     if small is not None:  # Y may be any token: the rest cell's mass back on the tokens it stands for
         target = small.lift(target, inp.target_probs[chosen, tau])
-    return emit(inp, rng, chosen, tau, target, "correction", tests, drafts.emitted)
+    return emit(inp, rng, chosen, tau, target, "correction", tests, drafted)
+
+
+@dataclass(frozen=True)
+class ScanAndDraw:
+    """Phase 2's scan with Y drawn, on the device, from the law at its stop as if no hand-off followed."""
+
+    scan: BlockScan
+    final: torch.Tensor  # [V] that law: the bonus row at tau = L, else AS-BV's residual on the full vocabulary
+    token: int  # Y drawn from it
+
+
+def _scan_and_draw(inp: VerifyInput, small: OnSupport | None, rng: Randomness,
+                   selection: as_bv.Selection) -> ScanAndDraw | None:
+    """`as_bv.verify_block`'s coins from L uniforms handed out ahead, decided on the device (eta_t
+    < h_t, h_t every one computed and capped as `gbv.scan_coins` does), tau*, and Y drawn from the
+    stop's law with the next uniform, all read in one copy. None where `rng` hands out no uniforms
+    ahead (exact enumeration, scripted uniforms): the scan then asks for its coins."""
+    L, chosen, laws = inp.draft_length, selection.chosen, selection.laws
+    work = inp if small is None else small.inp
+    device = laws.device
+    uniforms = rng.uniform_block(L + 1, device)
+    if uniforms is None:
+        return None
+    omega = as_bv.phase_two_weights(work, chosen, laws)
+    h = capped_accept_probs(omega, work.target_probs[chosen, 1:L], laws[1:])
+    succeeded = uniforms[:L] < h
+    tau = (succeeded.long() * torch.arange(1, L + 1, device=device)).max()  # t*, 0 if none
+    # The stop's law for every tau, chosen by index (`stop_law`, then the lift back to the full vocabulary).
+    weight = torch.where(tau > 0, law_at((tau - 1).clamp(min=0), omega), 1.0)  # omega_0 = 1
+    correction = residual(law_at(tau, work.target_probs[chosen]), law_at(tau.clamp(max=L - 1), laws), weight)
+    if small is not None:
+        correction = small.lift(correction, law_at(tau, inp.target_probs[chosen]))
+    final = torch.where(tau == L, inp.target_probs[chosen, L], correction)
+    token = inverse_cdf(final, uniforms[L])
+    values = torch.cat([uniforms[:L], h, token.to(torch.float64).reshape(1)]).tolist()  # the one read
+    etas, hs, y = values[:L], values[L : 2 * L], int(values[2 * L])
+    outcomes = [eta < prob for eta, prob in zip(etas, hs)]
+    tests = [SubBlockTest(chosen, 0, t + 1, hs[t], outcomes[t], etas[t]) for t in range(L)]
+    return ScanAndDraw(BlockScan(omega, tests, last_success(outcomes)), final, y)
 
 
 # ------------------------------------------------------------------------------ theory line

@@ -234,15 +234,18 @@ def emit(
     kind: FinalKind,
     tests: list[SubBlockTest],
     drafted: list[list[int]] | None = None,
+    token: int | None = None,
 ) -> VerifyResult:
     """The end of a rule: X^(draft)_{1:depth} accepted, then Y ~ `final` (the iteration's
     last draw). `draft` may be None only with depth = 0. `drafted`: inp's draft tokens already
-    on the host ([K][L]), which spares reading them again."""
+    on the host ([K][L]), which spares reading them again. `token`: Y, where the rule drew it
+    from `final` already (on the device, read with its last coins)."""
     if depth == 0:
         accepted = []
     else:
         accepted = inp.draft_tokens[draft, :depth].tolist() if drafted is None else drafted[draft][:depth]
-    return VerifyResult(accepted, rng.sample(final), kind, final, depth, draft if depth > 0 else None, tests)
+    y = rng.sample(final) if token is None else token
+    return VerifyResult(accepted, y, kind, final, depth, draft if depth > 0 else None, tests)
 
 
 def single_draft_result(inp: VerifyInput, rng: Randomness, tau: int, tests: list[SubBlockTest]) -> VerifyResult:

@@ -78,20 +78,28 @@ def scan_coins(
     cheap (a layout on the draft's support) or few, where a device sync costs more than the passes
     saved.
     """
+    if every_h:
+        return rng.coins_bounded(capped_accept_probs(omega, target_next, draft_next), None)
+    return rng.coins_bounded(omega, lambda positions: _accept_probs_at(omega, target_next, draft_next, positions))
+
+
+def capped_accept_probs(omega: torch.Tensor, target_next: torch.Tensor, draft_next: torch.Tensor) -> torch.Tensor:
+    """Every h_t of a scan (shapes as `scan_coins`), capped at omega_t: h_t <= omega_t but for
+    rounding, and the min makes eta_t < h_t decide as the lazy scan does, exactly. [m]"""
+    return torch.minimum(_accept_probs_at(omega, target_next, draft_next, list(range(omega.shape[-1]))), omega)
+
+
+def _accept_probs_at(omega: torch.Tensor, target_next: torch.Tensor, draft_next: torch.Tensor,
+                     positions: list[int]) -> torch.Tensor:
+    """h_t at the given 0-based positions of a scan. [len(positions)]"""
     last = omega.shape[-1] - 1
-
-    def exact(positions: list[int]) -> torch.Tensor:
-        h = omega[positions].clone()  # h_m = omega_m
-        inner = [i for i, t in enumerate(positions) if t < last]
-        if inner:
-            rows = [positions[i] for i in inner]
-            mass = residual_mass(target_next[rows], draft_next[rows], omega[rows])
-            h[inner] = sub_block_probs(omega[rows], mass)
-        return h
-
-    if every_h:  # h_t <= omega_t, up to rounding: the min makes the decisions the lazy scan's exactly
-        return rng.coins_bounded(torch.minimum(exact(list(range(omega.shape[-1]))), omega), None)
-    return rng.coins_bounded(omega, exact)
+    h = omega[positions].clone()  # h_m = omega_m
+    inner = [i for i, t in enumerate(positions) if t < last]
+    if inner:
+        rows = [positions[i] for i in inner]
+        mass = residual_mass(target_next[rows], draft_next[rows], omega[rows])
+        h[inner] = sub_block_probs(omega[rows], mass)
+    return h
 
 
 def last_success(outcomes: list[bool]) -> int:
