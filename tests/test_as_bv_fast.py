@@ -116,13 +116,12 @@ def test_a_large_tables_components_on_the_device_are_the_host_computation(n, mon
         assert torch.allclose(getattr(on_device, name), getattr(on_host, name), rtol=1e-13, atol=0), name
 
 
-def test_the_lps_lower_bound_settles_firsts_check_as_the_read_would():
-    """On a large table the vertex search returns, with lambda, its reduced objective at lambda:
-    at most F(lambda) (chords below a concave min), so where it clears F(first) by more than the
-    tolerance "first"'s check needs no read. Over nodes of seeded pairs and caps: the bound is
-    below F(lambda), and the check decides the same with and without it (it settles most mixed
-    nodes, so the read is spared where it matters)."""
-    settled = mixed = 0
+def test_firsts_check_on_the_device_decides_as_the_host_check():
+    """On a large table lambda and "first"'s check stay on the device (`_prefer_first_on_device`);
+    over nodes of seeded pairs and caps, where lambda mixes components and where it does not,
+    they keep or replace lambda as the host check does, with the same mixture row; a count that
+    is not busy takes "first" whatever lambda is."""
+    mixed = 0
     for seed in range(12):
         target, draft = dirichlet_model(600, 30 + seed, 0.3)(()), dirichlet_model(600, 60 + seed, 0.3)(())
         draft = 0.5 * draft + 0.5 * target
@@ -132,34 +131,34 @@ def test_the_lps_lower_bound_settles_firsts_check_as_the_read_would():
             comp = as_bv.components(target, draft, order, below, n)
             for omega in (1.0, 0.6, 0.25):
                 cap = omega * target
-                mixture = as_bv_lp.node_mixture(comp.marginals, cap)
-                weights = mixture.weights
-                if max(weights) == 1.0:
-                    continue
-                mixed += 1
-                full = float(torch.minimum(torch.tensor(weights, dtype=torch.float64) @ comp.marginals, cap).sum())
-                assert mixture.lower_bound <= full + 1e-15
-                with_bound = as_bv._prefer_first(comp.marginals, cap, weights, mixture.capped_sums, mixture.lower_bound)
-                read = as_bv._prefer_first(comp.marginals, cap, weights, mixture.capped_sums)
-                assert with_bound[0] == read[0] and torch.equal(with_bound[1], read[1])
-                first = mixture.capped_sums[as_bv.FIRST]
-                settled += first < mixture.lower_bound - as_bv.FIRST_TOLERANCE - as_bv.BOUND_SLACK
-    assert mixed >= 10 and settled >= mixed // 2
+                weights, capped_sums = as_bv_lp.vertex_mixture_on_device(comp.marginals, cap)
+                mixed += max(weights.tolist()) < 1.0
+                busy = torch.tensor(True)
+                on_device = as_bv._prefer_first_on_device(comp.marginals, cap, weights, capped_sums, busy)
+                on_host = as_bv._prefer_first(comp.marginals, cap, tuple(weights.tolist()))
+                assert tuple(on_device[0].tolist()) == on_host[0]
+                assert torch.allclose(on_device[1], on_host[1], rtol=1e-15, atol=0)
+                idle = as_bv._prefer_first_on_device(comp.marginals, cap, weights, capped_sums, ~busy)
+                assert tuple(idle[0].tolist()) == as_bv.ONLY_FIRST and torch.equal(idle[1], draft)
+    assert mixed >= 10
 
 
 def test_the_vertex_searchs_pair_solutions_equal_a_linear_solve_per_pair():
     rng = np.random.default_rng(5)
     normals = np.concatenate([np.eye(3), rng.dirichlet(np.ones(3), size=9)])
     levels = np.concatenate([np.zeros(3), rng.uniform(0.2, 0.5, size=9)])
+    planes = torch.ones(len(normals), dtype=torch.bool)
+    planes[5] = False  # a masked plane: none of its pairs is a candidate
     expected = []
     for i, j in zip(*np.triu_indices(len(normals), k=1)):
         system = np.stack([normals[i], normals[j], np.ones(3)])
-        if abs(np.linalg.det(system)) <= 1e-14:
+        if abs(np.linalg.det(system)) <= 1e-14 or 5 in (i, j):
             continue
         point = np.linalg.solve(system, [levels[i], levels[j], 1.0])
         if (point >= -1e-12).all():
             expected.append(point)
-    assert np.allclose(as_bv_lp._pair_solutions(normals, levels), np.array(expected), rtol=1e-9, atol=1e-12)
+    points, feasible = as_bv_lp._pair_solutions_on_device(torch.from_numpy(normals), torch.from_numpy(levels), planes)
+    assert np.allclose(points[feasible].numpy(), np.array(expected), rtol=1e-9, atol=1e-12)
 
 
 def test_horners_rule_leaves_every_outcome_of_the_rule_unchanged(monkeypatch):

@@ -24,7 +24,7 @@ such a rule:
     lex, seq, first                             LEX, SEQ, FIRST (this order everywhere, also in lambda)
     T_r[n](x, c)                                joint_at(...)
     s_r[n](x) = sum_c T_r[n](x, c)              Components.marginals [3, V]
-    lambda[n]                                   NodeLaw.mixtures[n], from as_bv_lp.node_mixture
+    lambda[n]                                   NodeLaw.mixture(n), from as_bv_lp (HiGHS, or a vertex search)
     D_u                                         NodeLaw.selected
     omega_i, S_i, h_i, tau (phase 2)            gbv.path_weights / block_accept_probs / scan_block
 
@@ -50,6 +50,7 @@ at K = 1 AS-BV draws exactly GBV's uniforms and returns GBV's outcomes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ import torch
 
 from ..probs import token_probs
 from ..randomness import HostUniforms, Randomness
+from . import as_bv_fast, as_bv_lp
 from .as_bv_fast import NodeOrder, count_sum, on_support, powers, strict_order
 from .as_bv_host import DraftsOnHost, on_support_with_drafts, read_drafts
 from .as_bv_lp import node_mixture
@@ -72,10 +74,6 @@ MIN_ALIVE_MASS = 1e-6
 
 # Below this, a difference of the node objective is the LP solver's noise, not a preference.
 FIRST_TOLERANCE = 1e-12
-
-# The LP's lower bound on F(lambda) is summed in numpy, F(lambda) itself in torch; over a vocabulary
-# their rounding differs by about V x 1e-16 at most, far below this (`_prefer_first`).
-BOUND_SLACK = 1e-9
 
 
 # ------------------------------------------------------------------------------ the rule
@@ -129,8 +127,9 @@ def select_block(inp: VerifyInput, rng: Randomness, drafts: DraftsOnHost | None 
         y, component, accepted_place = select_with_detail(law, tokens, rng, drafts.uniforms)
         nodes.append(NodeChoice(law, alive, tokens, y, component, accepted_place))
         rows.append(law.selected)
-        alive_law = child_alive_law(law, y, draft_y=drafts.draft_at[node][depth][alive[tokens.index(y)]])
-        omega = next_omega_on_device(omega, target[y], law.selected[y])
+        if depth + 1 < inp.draft_length:  # the last node has no child to pass pi and omega to
+            alive_law = child_alive_law(law, y, draft_y=drafts.draft_at[node][depth][alive[tokens.index(y)]])
+            omega = next_omega_on_device(omega, target[y], law.selected[y])
         alive = [k for k, t in zip(alive, tokens) if t == y]
     return Selection(alive[0], torch.stack(rows), nodes)
 
@@ -201,6 +200,18 @@ class NodeLaw:
     # Read with the LP's inputs where the candidates were known: for each candidate y, G_<(y)
     # and per busy n (a(y), r(y), R_<(y)), which `child_alive_law` needs once y is selected.
     at_candidates: dict[int, CandidateValues] = field(default_factory=dict)
+    # A large table's law is computed on the device (`_node_law_on_device`): lambda[n] for every
+    # n = 2..N as rows n - 2 of [N - 1, 3], pi a tensor [N + 1] for alive_law, and the host
+    # values above read only when first asked for (`host_values`). None: a host law.
+    weights_on_device: torch.Tensor | None = None
+    host_values: _HostValues | None = None
+
+    def mixture(self, n: int) -> tuple[float, float, float]:
+        """lambda[n] on the host ("first" where n has no LP here); on a device law, the first call
+        reads it with the candidates' values (one host read for the node)."""
+        if self.host_values is not None:
+            self.host_values.read(self)
+        return self.mixtures.get(n, ONLY_FIRST)
 
 
 @dataclass(frozen=True)
@@ -224,12 +235,17 @@ def node_law(
     at every later node).
 
     omega may be a 0-dim tensor (phase 1 keeps it on the device). `candidates` (the alive
-    drafts' tokens here, when known) have their scalars read with the LP's inputs
+    drafts' tokens here, when known) have their scalars read with lambda
     (`NodeLaw.at_candidates`) and their places in the order (`NodeOrder.known_ranks`).
-    Host reads at a busy node, per busy n: one copy for the LP (which brings beta along on a
-    large table), rho* and beta on a small one (`components`), and "first"'s check where the LP
-    mixes components and cannot settle it from its own bound (`_prefer_first`); none elsewhere.
+
+    Above MAX_LP_TOKENS tokens (the default pair's 8,193 cells) the law is computed on the device
+    (`_node_law_on_device`) and reads nothing until a coin needs its host values. On a smaller
+    table, per busy n: one copy for HiGHS's LP (which brings beta along where the order has a
+    tail), rho* and beta where it has none (`components`), and "first"'s check where the LP mixes
+    components (`_prefer_first`); none elsewhere.
     """
+    if _on_device(target, alive_law):
+        return _node_law_on_device(target, draft, _alive_tensor(alive_law, target.device), omega, candidates)
     busy = [n for n, weight in alive_law.items() if n >= 2 and weight >= MIN_ALIVE_MASS]
     # positive is not checked: that check is a host read, and `components`' guarded path gives
     # the same values (tests/test_as_bv_fast.py) on any draft row.
@@ -264,7 +280,7 @@ def node_law(
             by_count[n] = list(zip(*(extra_values[i * m : (i + 1) * m] for i in range(3))))
             if node_values is None:
                 node_values = extra_values[3 * m :]
-        mixtures[n], mixed = _prefer_first(comp.marginals, cap, mixture.weights, mixture.capped_sums, mixture.lower_bound)
+        mixtures[n], mixed = _prefer_first(comp.marginals, cap, mixture.weights)
         selected = alive_law[n] * mixed if selected is None else selected + alive_law[n] * mixed
     at_candidates = {}
     if node_values is not None:
@@ -277,8 +293,7 @@ def node_law(
 
 
 def _prefer_first(
-    marginals: torch.Tensor, cap: torch.Tensor, weights: tuple[float, float, float], capped_sums: list[float] | None = None,
-    lower_bound: float | None = None,
+    marginals: torch.Tensor, cap: torch.Tensor, weights: tuple[float, float, float],
 ) -> tuple[tuple[float, float, float], torch.Tensor]:
     """"first" where it does as well as the solver's lambda, to the solver's precision.
 
@@ -288,21 +303,13 @@ def _prefer_first(
     HiGHS return "lex" for target == draft, whose law is not p, and a block that should be
     accepted whole was not. Exactness holds for any lambda; this is about acceptance only.
 
-    Returns the weights and their mixture lambda . s [V], which the caller adds into D_u.
-    `capped_sums` (sum_x min(s_r(x), cap(x)) per r, on the host), when given, spares the passes
-    for F of a single component and of "first", and the check is then a host comparison of the
-    same float64 values. Where the LP mixes components, F(lambda) is one more host read, unless
-    `lower_bound` (on the host, at most F(lambda)) already clears "first" by more than the
-    tolerance and BOUND_SLACK: then the read would give the same answer."""
+    Returns the weights and their mixture lambda . s [V], which the caller adds into D_u. A small
+    table's check (`_prefer_first_on_device` is a large table's)."""
     mixed = _mix(weights, marginals)
     if weights == ONLY_FIRST:
         return weights, mixed
-    single = capped_sums is not None and max(weights) == 1.0
-    first = capped_sums[FIRST] if capped_sums is not None else torch.minimum(marginals[FIRST], cap).sum()
-    if not single and lower_bound is not None and capped_sums is not None:
-        if first < lower_bound - FIRST_TOLERANCE - BOUND_SLACK:
-            return weights, mixed
-    value = capped_sums[weights.index(1.0)] if single else torch.minimum(mixed, cap).sum()
+    first = torch.minimum(marginals[FIRST], cap).sum()
+    value = torch.minimum(mixed, cap).sum()
     return (ONLY_FIRST, _mix(ONLY_FIRST, marginals)) if bool(first >= value - FIRST_TOLERANCE) else (weights, mixed)
 
 
@@ -325,7 +332,7 @@ def select_with_detail(law: NodeLaw, tokens: list[int], rng: Randomness,
         # D_u are what they would be after any draw, and with no loser there is no hand-off that
         # the component could change (`as_bv_handoff.losers`).
         return tokens[0], FIRST, None
-    mixture = law.mixtures.get(len(tokens), ONLY_FIRST)  # absent: the count's posterior underflowed to 0
+    mixture = law.mixture(len(tokens))  # "first" where absent: the count's posterior underflowed to 0
     used = [r for r, w in enumerate(mixture) if w > 0]
     if len(used) == 1:
         component = used[0]
@@ -350,7 +357,7 @@ def select_with_detail(law: NodeLaw, tokens: list[int], rng: Randomness,
 
 def selection_probs(law: NodeLaw, tokens: list[int]) -> dict[int, float]:
     """P(select y | the candidates t_1..t_n), for the theory line."""
-    lex, seq, first = law.mixtures.get(len(tokens), ONLY_FIRST) if len(tokens) > 1 else ONLY_FIRST
+    lex, seq, first = law.mixture(len(tokens)) if len(tokens) > 1 else ONLY_FIRST
     if first == 1.0:
         return {tokens[0]: 1.0}
     top = law.order.top(tokens)
@@ -369,7 +376,10 @@ def child_alive_law(law: NodeLaw, y: int, draft_y: float | None = None) -> dict[
     """Phase 1 line 7, Bayes: pi'(c) proportional to sum_n pi(n) sum_r lambda[n]_r T_r[n](y, c).
 
     p(y | u) may be given (phase 1 has it from `read_drafts`); the scalars of a busy node come
-    from `law.at_candidates` where it holds y. Whatever is not given is read here."""
+    from `law.at_candidates` where it holds y. Whatever is not given is read here. A device law's
+    posterior is a tensor computed there (`_child_alive_law_on_device`), with no read."""
+    if law.weights_on_device is not None:
+        return _child_alive_law_on_device(law, y)
     known = law.at_candidates.get(y)
     draft_y = float(law.draft[y]) if draft_y is None else draft_y
     if law.below_draft is None:
@@ -400,6 +410,185 @@ def next_omega_on_device(omega: float | torch.Tensor, target_y: torch.Tensor, se
     """`next_omega` on 0-dim float64 tensors, without a host read: the same float64 operations
     in the same order (a product, a quotient, then the min with 1), so the same bits."""
     return torch.where(selected_y > 0, torch.clamp(omega * target_y / selected_y, max=1.0), 1.0)
+
+
+# --------------------------------------------------- phase 1 at one node, on the device
+
+
+def _on_device(target: torch.Tensor, alive_law: dict[int, float] | torch.Tensor) -> bool:
+    """Whether a node's law is computed on the device: on a table above MAX_LP_TOKENS tokens (where
+    lambda is the vertex search's, `as_bv_lp.vertex_mixture_on_device`), where two drafts or more
+    may be alive. Above ORDER_HEAD tokens rho* and beta are on the device too (`components`), so
+    such a node reads nothing; between the two sizes they are still read."""
+    most = alive_law.shape[0] - 1 if isinstance(alive_law, torch.Tensor) else max(alive_law)
+    return target.shape[-1] > as_bv_lp.MAX_LP_TOKENS and most >= 2
+
+
+def _alive_tensor(alive_law: dict[int, float] | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """pi as float64 [N + 1] (index n: P(n alive)) on the device."""
+    if isinstance(alive_law, torch.Tensor):
+        return alive_law
+    pi = torch.zeros(max(alive_law) + 1, dtype=torch.float64)
+    for n, weight in alive_law.items():
+        pi[n] = weight
+    return pi.to(device)
+
+
+def _node_law_on_device(target: torch.Tensor, draft: torch.Tensor, pi: torch.Tensor, omega: float | torch.Tensor,
+                        candidates: list[int] | None) -> NodeLaw:
+    """`node_law` of a large table with no host read: lambda[n] for every n = 2..N from the LP's
+    vertex search on the device (`as_bv_lp.vertex_mixture_on_device`), "first"'s check there
+    (`_prefer_first_on_device`), and an n of posterior below MIN_ALIVE_MASS served by "first" by
+    a mask rather than skipped (which branch would need pi on the host). The host values a node
+    with a coin needs (lambda, the candidates' scalars and places) are read only when asked for."""
+    order = strict_order(target, draft, check_positive=False)
+    below_draft = order.below(draft)
+    cap = omega * target
+    selected = pi[1] * draft
+    comps, weights = {}, []
+    for n in range(2, pi.shape[0]):
+        comp = components(target, draft, order, below_draft, n)
+        lam, capped_sums = as_bv_lp.vertex_mixture_on_device(comp.marginals, cap)
+        lam, mixed = _prefer_first_on_device(comp.marginals, cap, lam, capped_sums, pi[n] >= MIN_ALIVE_MASS)
+        comps[n] = comp
+        weights.append(lam)
+        selected = selected + pi[n] * mixed
+    distinct = list(dict.fromkeys(candidates)) if candidates is not None else []
+    weights_on_device = torch.stack(weights)
+    return NodeLaw(draft, order, below_draft, pi, comps, {}, selected, {}, weights_on_device,
+                   _HostValues(weights_on_device, distinct))
+
+
+def _prefer_first_on_device(marginals: torch.Tensor, cap: torch.Tensor, weights: torch.Tensor, capped_sums: torch.Tensor,
+                            busy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`_prefer_first` on the device: "first" where F(first) >= F(lambda) - FIRST_TOLERANCE, or
+    where the count is not busy; returns (lambda [3], lambda . s [V])."""
+    mixed = weights @ marginals  # one component: its row, exactly (the other weights are 0)
+    single = weights.max() == 1.0
+    value = torch.where(single, weights @ capped_sums, torch.minimum(mixed, cap).sum())
+    use_first = (capped_sums[FIRST] >= value - FIRST_TOLERANCE) | ~busy
+    only_first = torch.tensor(ONLY_FIRST, dtype=weights.dtype, device=weights.device)
+    return torch.where(use_first, only_first, weights), torch.where(use_first, marginals[FIRST], mixed)
+
+
+class _HostValues:
+    """What a node with a coin needs on the host from a device law, read in one copy when first
+    asked for (`NodeLaw.mixture`): lambda[n] for every n and, at the candidates, G_<, their places
+    in the order and per n (a, r, R_<). A node whose candidates carry one token never asks."""
+
+    def __init__(self, weights: torch.Tensor, candidates: list[int]):
+        self.weights, self.candidates, self.done = weights, candidates, False
+
+    def read(self, law: NodeLaw) -> None:
+        if self.done:
+            return
+        self.done = True
+        parts = [self.weights.reshape(-1)]
+        counts = list(law.components)
+        at = torch.tensor(self.candidates, dtype=torch.long, device=law.draft.device) if self.candidates else None
+        if at is not None:
+            for n in counts:
+                comp = law.components[n]
+                parts += [comp.accept[at], comp.rejected[at], comp.below_rejected[at]]
+            parts += [law.below_draft[at], law.order.places(at)]
+        values = torch.cat(parts).tolist()  # the one read
+        law.mixtures.update((n, tuple(values[3 * i : 3 * i + 3])) for i, n in enumerate(counts))
+        if at is None:
+            return
+        m, start = len(self.candidates), 3 * len(counts)
+        by_count = {}
+        for i, n in enumerate(counts):
+            block = values[start + 3 * m * i : start + 3 * m * (i + 1)]
+            by_count[n] = list(zip(block[:m], block[m : 2 * m], block[2 * m :]))
+        below, places = values[start + 3 * m * len(counts) :][:m], values[start + 3 * m * len(counts) + m :]
+        law.order.known_ranks.update((y, int(place) if place >= 0 else None) for y, place in zip(self.candidates, places))
+        law.at_candidates.update((y, CandidateValues(below[i], {n: by_count[n][i] for n in counts}))
+                                 for i, y in enumerate(self.candidates))
+
+
+def _child_alive_law_on_device(law: NodeLaw, y: int) -> torch.Tensor:
+    """`child_alive_law` of a device law: pi' [N + 1] on the device, Bayes' rule with the joint laws
+    T_r[n](y, .) of `joint_at` as vectors over c (`_joint_on_device`) and lambda[n] a device row
+    (where n is not busy, "first", whose law is the one the host uses for such n)."""
+    pi = law.alive_law
+    draft_y, below_y = law.draft[y], law.below_draft[y]
+    mass = torch.zeros_like(pi)
+    mass[1] = pi[1] * draft_y  # one alive draft: "first", c = 1
+    for n, comp in law.components.items():
+        joint = _joint_on_device(comp, draft_y, below_y, comp.accept[y], comp.rejected[y], comp.below_rejected[y])
+        mass[: n + 1] += pi[n] * (law.weights_on_device[n - 2] @ joint)
+    total = mass.sum()
+    one = torch.zeros_like(mass)
+    one[1] = 1.0  # y's selection probability underflowed: as the host, one alive draft
+    return torch.where(total > 0, mass / torch.where(total > 0, total, 1.0), one)
+
+
+def _joint_on_device(comp: Components, draft_y: torch.Tensor, below_y: torch.Tensor, a: torch.Tensor, r: torch.Tensor,
+                     below_r: torch.Tensor) -> torch.Tensor:
+    """`joint_at` on 0-dim device tensors, each T_r[n](y, c) a vector over c = 0..n: [3, n + 1].
+
+    seq's first acceptance at candidate k leaves k - 1 rejected candidates (tokens ~ r) and n - k
+    untouched ones (tokens ~ p); the count of those carrying y is the sum of two binomials, whose
+    law is the product of their pmfs summed along each anti-diagonal (`_count_grids`)."""
+    n = comp.num_alive
+    g = _count_grids(n, draft_y.device)
+    lex = g.comb_n * draft_y ** g.c * below_y ** (n - g.c) * g.positive
+    first = draft_y * _binomial_rows(draft_y, g.first_m, g.first_j, g.first_comb)  # c - 1 of n - 1 others carry y
+    rejected = _binomial_rows(r, g.rejected_m, g.rejected_j, g.rejected_comb)  # [n, n]: k - 1 rejected, j carry y
+    untouched = _binomial_rows(draft_y, g.untouched_m, g.untouched_j, g.untouched_comb)  # [n, n]: n - k untouched
+    # carried[k, c - 1] = sum_j rejected[k, j] untouched[k, c - 1 - j]
+    carried = (rejected[:, :, None] * untouched[:, g.shift].mul_(g.shift_ok)).sum(1)
+    missed = 1.0 - comp.beta
+    reach = missed ** g.k_minus_one  # (1 - beta)^(k - 1)
+    seq = g.comb_n * r ** g.c * below_r ** (n - g.c) * (missed ** n) * g.positive
+    seq[1:] += draft_y * a * (reach @ carried)
+    return torch.stack([lex, seq, first])
+
+
+def _binomial_rows(prob: torch.Tensor, trials: torch.Tensor, hits: torch.Tensor, comb: torch.Tensor) -> torch.Tensor:
+    """C(m, j) prob^j (1 - prob)^(m - j) on grids of m and j (comb 0 where j is out of range)."""
+    return comb * prob ** hits * (1.0 - prob) ** (trials - hits).clamp(min=0)
+
+
+@dataclass(frozen=True)
+class _CountGrids:
+    c: torch.Tensor  # [n + 1] c = 0..n
+    comb_n: torch.Tensor  # C(n, c)
+    positive: torch.Tensor  # 1 where c >= 1
+    first_m: torch.Tensor  # n - 1 (first: c - 1 of the n - 1 others carry y)
+    first_j: torch.Tensor  # c - 1
+    first_comb: torch.Tensor  # C(n - 1, c - 1), 0 at c = 0
+    rejected_m: torch.Tensor  # [n, 1] k - 1, k = 1..n
+    rejected_j: torch.Tensor  # [1, n] j
+    rejected_comb: torch.Tensor  # [n, n] C(k - 1, j)
+    untouched_m: torch.Tensor  # [n, 1] n - k
+    untouched_j: torch.Tensor  # [1, n] j
+    untouched_comb: torch.Tensor  # [n, n] C(n - k, j)
+    shift: torch.Tensor  # [n, n] (j, c - 1) -> c - 1 - j, clamped into range
+    shift_ok: torch.Tensor  # [n, n] 1 where c - 1 - j >= 0
+    k_minus_one: torch.Tensor  # [n]
+
+
+@functools.lru_cache(maxsize=64)
+def _count_grids(n: int, device: torch.device) -> _CountGrids:
+    def f64(values) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.float64, device=device)
+
+    c = list(range(n + 1))
+    ks, js = range(1, n + 1), range(n)
+    shift = [[(i - j) if i >= j else 0 for i in range(n)] for j in range(n)]
+    return _CountGrids(
+        c=f64(c), comb_n=f64([math.comb(n, x) for x in c]), positive=f64([float(x > 0) for x in c]),
+        first_m=f64([n - 1] * (n + 1)), first_j=f64([max(x - 1, 0) for x in c]),
+        first_comb=f64([math.comb(n - 1, x - 1) if x else 0 for x in c]),
+        rejected_m=f64([[k - 1] for k in ks]), rejected_j=f64([list(js)]),
+        rejected_comb=f64([[math.comb(k - 1, j) if j <= k - 1 else 0 for j in js] for k in ks]),
+        untouched_m=f64([[n - k] for k in ks]), untouched_j=f64([list(js)]),
+        untouched_comb=f64([[math.comb(n - k, j) if j <= n - k else 0 for j in js] for k in ks]),
+        shift=torch.tensor(shift, dtype=torch.long, device=device),
+        shift_ok=f64([[float(i >= j) for i in range(n)] for j in range(n)]),
+        k_minus_one=f64([k - 1 for k in ks]),
+    )
 
 
 # ------------------------------------------------------------- the components' laws T_r[n]

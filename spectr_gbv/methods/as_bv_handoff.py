@@ -184,7 +184,7 @@ def selection_outcomes(law: NodeLaw, tokens: list[int]) -> list[tuple[float, int
     """Every way `select_with_detail` can end at this node: (probability, y, component, seq's place)."""
     if len(tokens) == 1:
         return [(1.0, tokens[0], FIRST, None)]
-    lex, seq, first = law.mixtures.get(len(tokens), ONLY_FIRST)
+    lex, seq, first = law.mixture(len(tokens))
     out = []
     if first > 0:
         out.append((first, tokens[0], FIRST, None))
