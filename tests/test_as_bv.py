@@ -127,6 +127,46 @@ def test_large_vocabulary_stand_ins_are_exact(V, L, K, seed, kind, large_vocabul
     assert fidelity_error(METHODS["as_bv"], constant(TIED[0]), constant(TIED[1]), min(K, 3), 1) <= 1e-12
 
 
+@pytest.mark.parametrize("rule, K, L, seed", [("as_bv_handoff", 3, 2, 25), ("as_bv", 3, 2, 17)])
+def test_phase_one_on_the_device_is_exact_with_three_drafts(rule, K, L, seed, monkeypatch):
+    """A large table's phase 1 runs on the device (`as_bv._node_law_on_device`: the vertex search,
+    "first"'s check by a mask, the alive count's Bayes step as vectors over c). Switched on at two
+    tokens (the LP keeps one kink, the order's head is one token), its Bayes step meets counts of 2
+    and 3 and the output law is still the target's, by exact enumeration. (Four drafts take half a
+    minute here; `test_the_device_joint_laws_are_the_host_ones` covers counts up to 5.)"""
+    monkeypatch.setattr(as_bv_fast, "ORDER_HEAD", 1)
+    monkeypatch.setattr(as_bv_lp, "MAX_LP_TOKENS", 1)
+    counts = set()
+    original = as_bv._joint_on_device
+
+    def recording(comp, *args):
+        counts.add(comp.num_alive)
+        return original(comp, *args)
+
+    monkeypatch.setattr(as_bv, "_joint_on_device", recording)
+    target, draft = dirichlet_pair(2, seed, "mixed")
+    assert fidelity_error(METHODS[rule], target, draft, K, L) <= 1e-12
+    assert max(counts) == K  # the device Bayes step ran with every count up to K
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+def test_the_device_joint_laws_are_the_host_ones(n):
+    """`as_bv._joint_on_device` (T_r[n](y, c) as vectors over c) equals the host's `joint_at` term by
+    term on nodes of seeded pairs, at candidates of every kind, and sums over c to the marginals."""
+    for seed in range(6):
+        target, draft = dirichlet_model(40, 300 + seed, 0.4)(()), dirichlet_model(40, 400 + seed, 0.4)(())
+        draft[seed % 40] = 0.0  # a token the draft cannot propose
+        draft = draft / draft.sum()
+        order = as_bv_fast.strict_order(target, draft, check_positive=False)
+        below = order.below(draft)
+        comp = as_bv.components(target, draft, order, below, n)
+        for y in range(40):
+            host = as_bv.joint_at(comp, float(draft[y]), float(below[y]), y)
+            device = as_bv._joint_on_device(comp, draft[y], below[y], comp.accept[y], comp.rejected[y], comp.below_rejected[y])
+            assert device.reshape(-1).tolist() == pytest.approx([float(x) for row in host for x in row], rel=1e-12, abs=1e-300)
+            assert device[:, 1:].sum(-1).tolist() == pytest.approx(comp.marginals[:, y].tolist(), rel=1e-12, abs=1e-300)
+
+
 def narrow_head(model, vocab: int, head_of):
     """`model` renormalised onto the tokens `head_of(context)`: a draft head narrower than the
     target's vocabulary."""
@@ -345,6 +385,13 @@ def test_the_lambda_lp_picks_the_optimal_vertex_of_a_flat_face():
     assert torch.allclose(law.selected, f64(Q2), atol=1e-12)  # D_root = q: nothing is lost at the root
 
 
+def lp_weights(s: torch.Tensor, cap: torch.Tensor) -> tuple[float, float, float]:
+    """lambda as the rule takes it at this size: HiGHS's LP, or above MAX_LP_TOKENS the vertex search."""
+    if s.shape[-1] <= as_bv_lp.MAX_LP_TOKENS:
+        return as_bv_lp.node_mixture(s, cap).weights
+    return tuple(as_bv_lp.vertex_mixture_on_device(s, cap)[0].tolist())
+
+
 def test_reduced_lambda_lp_reaches_the_full_optimum_when_few_tokens_cross(monkeypatch):
     """Above MAX_LP_TOKENS the objective stays exact for the tokens whose kink crosses the
     simplex; while there are at most that many, the vertex search must reach the value of
@@ -355,9 +402,9 @@ def test_reduced_lambda_lp_reaches_the_full_optimum_when_few_tokens_cross(monkey
         s = torch.stack([dirichlet_model(12, 100 * seed + r, 0.6)(()) for r in range(3)])
         cap = 0.8 * dirichlet_model(12, 100 * seed + 7, 0.6)(())
         crossing = int((~(s <= cap).all(0) & ~(s >= cap).all(0)).sum())
-        full = as_bv_lp.mixture_weights(s, cap)
+        full = lp_weights(s, cap)
         monkeypatch.setattr(as_bv_lp, "MAX_LP_TOKENS", 8)
-        reduced = as_bv_lp.mixture_weights(s, cap)
+        reduced = lp_weights(s, cap)
         monkeypatch.setattr(as_bv_lp, "MAX_LP_TOKENS", 64)
         if crossing <= 8:
             assert value(reduced, s, cap) == pytest.approx(value(full, s, cap), abs=1e-12)

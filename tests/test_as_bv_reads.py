@@ -123,7 +123,9 @@ def test_a_node_whose_candidates_carry_one_token_spends_no_coin():
     work = on_support(inp).inp
     target, draft = work.target_probs[0, 0], work.draft_probs[0, 0]
     law = as_bv.node_law(target, draft, {2: 1.0}, 1.0)
-    mixed = dataclasses.replace(law, mixtures={2: (0.5, 0.3, 0.2)})  # every component possible
+    # every component possible: the law's lambda replaced (a device law answers from its host values, so they go)
+    mixed = dataclasses.replace(law, mixtures={2: (0.5, 0.3, 0.2)}, host_values=None, weights_on_device=None)
+    assert mixed.mixture(2) == (0.5, 0.3, 0.2)
     token = int(work.draft_tokens[0, 0])
     assert as_bv.select_with_detail(mixed, [token, token], ScriptedRandomness([])) == (token, as_bv.FIRST, None)
 
@@ -154,18 +156,21 @@ def test_phase_ones_host_values_are_the_values_it_used_to_read(num_drafts):
         for depth, node in enumerate(selection.nodes):
             law, y = node.law, node.selected
             assert law.weights_on_device is not None
-            law.mixture(2)  # the node's one read (a node with a coin makes it anyway)
-            assert [law.mixtures[n] for n in law.components] == [tuple(row) for row in law.weights_on_device.tolist()]
             distinct = list(dict.fromkeys(node.tokens))
+            # the node's one read (a node with a coin makes it anyway)
+            assert {n: law.mixture(n) for n in law.components} == \
+                {n: tuple(w.tolist()) for n, w in law.weights_on_device.items()}
             assert law.order.known_ranks == {t: law.order._head_rank.get(t) for t in distinct}
             for t in distinct:
-                values = law.at_candidates[t]
+                values = law.candidate(t)
                 assert values.below_draft == float(law.below_draft[t])
                 assert values.by_count == {n: (float(c.accept[t]), float(c.rejected[t]), float(c.below_rejected[t]))
                                            for n, c in law.components.items()}
             pi = law.alive_law.tolist()
             on_host = dataclasses.replace(law, alive_law={n: w for n, w in enumerate(pi) if n and w > 0},
                                           components={n: dataclasses.replace(c, beta=float(c.beta)) for n, c in law.components.items()},
+                                          mixtures={n: law.mixture(n) for n in law.components},
+                                          at_candidates={t: law.candidate(t) for t in distinct},
                                           weights_on_device=None, host_values=None)
             host_child = as_bv.child_alive_law(on_host, y)
             device_child = as_bv.child_alive_law(law, y).tolist()

@@ -13,9 +13,11 @@ from spectr_gbv import METHODS, generate
 from spectr_gbv.bench.__main__ import Contender, race
 from spectr_gbv.bench.counts import HostReadCounter, OpCounter, count_loop
 from spectr_gbv.methods.base import VerifyInput
+from spectr_gbv.models import FunctionModel
 from spectr_gbv.models.hf import load_pair
 from spectr_gbv.pairs import TOY_KEY, get_pair
 from spectr_gbv.randomness import inverse_cdf_rows
+from conftest import dirichlet_model, mixture
 from tiny_models import save_tiny_llama
 
 METHOD_NAMES = ["ar", *METHODS]
@@ -42,6 +44,29 @@ def test_lean_and_detailed_loops_emit_the_same_tokens_on_the_toy_world(method):
         assert lean.tokens == detailed.tokens
         assert lean.accepted == [it.num_accepted for it in detailed.iterations]
         assert lean.target_calls == detailed.target_calls
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("vocab, head", [(120, None), (700, 300)])
+def test_lean_and_detailed_loops_agree_for_as_bv_on_large_tables(vocab, head):
+    """Above 64 tokens AS-BV's phase 1 runs on the device, and from 257 with a narrower draft on its
+    support (700 tokens, a head of 300): the lean loop (the drafts' values and phase 1's uniforms
+    read by the engine with the tokens) and the detailed one (the rule reads them itself) still
+    emit the same tokens."""
+    target_fn = dirichlet_model(vocab, 5, 0.3)
+    draft_fn = mixture(target_fn, dirichlet_model(vocab, 6, 0.3), 0.6)
+    if head is not None:
+        on_head = torch.zeros(vocab, dtype=torch.float64)
+        on_head[torch.randperm(vocab, generator=torch.Generator().manual_seed(7))[:head]] = 1.0
+        wide = draft_fn
+        draft_fn = lambda context: wide(context) * on_head / (wide(context) * on_head).sum()  # noqa: E731
+    target, draft = FunctionModel(target_fn, vocab), FunctionModel(draft_fn, vocab)
+    for method in ("as_bv", "as_bv_handoff"):
+        for K in (2, 3):
+            for seed in range(2):
+                kwargs = dict(method=method, num_drafts=K, draft_length=3, temperature=1.0, max_new_tokens=12, seed=seed)
+                lean = generate(target, draft, [0], detail=False, **kwargs)
+                assert lean.tokens == generate(target, draft, [0], with_theory=False, **kwargs).tokens
 
 
 @pytest.mark.model
@@ -88,10 +113,13 @@ def test_the_counters_see_each_kind_of_read_and_every_op():
     with HostReadCounter() as reads, OpCounter() as ops:
         x.sum().item(), x.tolist(), int(x[1]), float(x[2]), bool(x[3] > 0), x.cpu(), x.nonzero(), [0, 1][x.long()[1]]
         x[x > 2], x[:, None][x > 2, 0], x.masked_select(x > 2), torch.unique(x)  # results sized by data: read
+        x[x.long()[3]]  # a 0-dim integer tensor as an index: its value read, here and in the assignment
+        x.clone()[x.long()[0]] = 1.0
         x[x.long()[:2]], x[torch.where(x > 2, x, 0.0).long()]  # integer indices and masks used as values: no read
         y = (x * 2 + 1).exp()
     assert reads.by_name == {"item": 1, "tolist": 1, "__int__": 1, "__float__": 1, "__bool__": 1, "cpu": 1,
-                             "nonzero": 1, "__index__": 1, "mask_index": 2, "masked_select": 1, "unique": 1}
+                             "nonzero": 1, "__index__": 1, "mask_index": 2, "masked_select": 1, "unique": 1,
+                             "scalar_index": 2}
     assert ops.by_op["mul"] == 1 and ops.by_op["add"] == 1 and ops.by_op["exp"] == 1
     assert y.shape == x.shape
 

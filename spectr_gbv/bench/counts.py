@@ -51,22 +51,31 @@ HOST_READS = frozenset({
 # seen: a mask inside a list index, and assigning through a mask (`x[mask] = t`, a sync on CUDA);
 # the lean loop has neither (a dispatch-mode scan of its aten index ops found none).
 MASK_INDEX = "mask_index"
+# Indexing with a 0-dim integer tensor (`x[i]`, i a tensor) is `x[i.item()]`: the position is read
+# first (aten's _local_scalar_dense, a sync on a GPU). Counted too, in reads and in assignments.
+SCALAR_INDEX = "scalar_index"
 DATA_SIZED = frozenset({
     torch.masked_select, torch.Tensor.masked_select, torch.unique, torch.Tensor.unique, torch.unique_consecutive,
     torch.Tensor.unique_consecutive,
 })
 
 
-def _is_mask_index(func, args) -> bool:
-    if func is not torch.Tensor.__getitem__ or len(args) < 2:
-        return False
+def _index_read(func, args) -> str | None:
+    """MASK_INDEX or SCALAR_INDEX where `x[index]` (or `x[index] = v`) reads the host, else None."""
+    if func not in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) or len(args) < 2:
+        return None
     index = args[1] if isinstance(args[1], tuple) else (args[1],)
-    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index)
+    tensors = [i for i in index if isinstance(i, torch.Tensor)]
+    if func is torch.Tensor.__getitem__ and any(i.dtype == torch.bool for i in tensors):
+        return MASK_INDEX
+    if any(i.dim() == 0 and not i.dtype.is_floating_point and i.dtype != torch.bool for i in tensors):
+        return SCALAR_INDEX
+    return None
 
 
 class HostReadCounter(TorchFunctionMode):
     """Counts host reads inside its `with` block, by method name (`by_name`; a boolean-mask
-    index as MASK_INDEX)."""
+    index as MASK_INDEX, a 0-dim integer tensor index as SCALAR_INDEX)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -79,8 +88,8 @@ class HostReadCounter(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func in HOST_READS or func in DATA_SIZED:
             self.by_name[func.__name__] += 1
-        elif _is_mask_index(func, args):
-            self.by_name[MASK_INDEX] += 1
+        elif (kind := _index_read(func, args)) is not None:
+            self.by_name[kind] += 1
         return func(*args, **(kwargs or {}))
 
 

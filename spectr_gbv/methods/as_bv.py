@@ -114,9 +114,9 @@ class NodeChoice:
 def select_block(inp: VerifyInput, rng: Randomness, drafts: DraftsOnHost | None = None) -> Selection:
     """Phase 1 (lines 1-8): walk down the drafts' trie, one selected token per level.
 
-    Host reads: `drafts` (read here when not given), then only at a node with a busy alive
-    count (`node_law`), and the coins unless `drafts` brought their uniforms. omega stays on the
-    device: only a busy node's cap uses it."""
+    Host reads: `drafts` (read here when not given), then a node's own (`node_law`: on a large
+    table only where its candidates carry two tokens or more, `NodeLaw.mixture`), and the coins
+    unless `drafts` brought their uniforms. omega stays on the device: only a node's cap uses it."""
     drafts = read_drafts(inp) if drafts is None else drafts
     alive, alive_law, omega, rows, nodes = list(range(inp.num_drafts)), {inp.num_drafts: 1.0}, 1.0, [], []
     for depth in range(inp.draft_length):
@@ -193,25 +193,32 @@ class NodeLaw:
     draft: torch.Tensor  # [V] p(. | u)
     order: NodeOrder | None  # None when no alive count needs lex or seq
     below_draft: torch.Tensor | None  # [V] G_<(x)
-    alive_law: dict[int, float]  # pi
+    alive_law: dict[int, float] | torch.Tensor  # pi: {n: P(n alive)}, or [N + 1] on a device law
     components: dict[int, Components]  # per alive count n >= 2 that mixes lex and seq in
-    mixtures: dict[int, tuple[float, float, float]]  # lambda[n], every n >= 2 in supp(pi)
+    mixtures: dict[int, tuple[float, float, float]]  # lambda[n], every n >= 2 in supp(pi) (host laws)
     selected: torch.Tensor  # [V] D_u: the law of the selected block's next token
     # Read with the LP's inputs where the candidates were known: for each candidate y, G_<(y)
-    # and per busy n (a(y), r(y), R_<(y)), which `child_alive_law` needs once y is selected.
+    # and per busy n (a(y), r(y), R_<(y)), which `child_alive_law` needs once y is selected (host laws).
     at_candidates: dict[int, CandidateValues] = field(default_factory=dict)
-    # A large table's law is computed on the device (`_node_law_on_device`): lambda[n] for every
-    # n = 2..N as rows n - 2 of [N - 1, 3], pi a tensor [N + 1] for alive_law, and the host
-    # values above read only when first asked for (`host_values`). None: a host law.
-    weights_on_device: torch.Tensor | None = None
+    # A large table's law is computed on the device (`_node_law_on_device`): lambda[n] per n
+    # computed, pi a tensor for alive_law, and the host values a coin needs read only when first
+    # asked for (`host_values`, which keeps them: `mixture` and `candidate` answer from it, so a
+    # copy of the law can never select with another lambda than its D_u's). None: a host law.
+    weights_on_device: dict[int, torch.Tensor] | None = None
     host_values: _HostValues | None = None
 
     def mixture(self, n: int) -> tuple[float, float, float]:
         """lambda[n] on the host ("first" where n has no LP here); on a device law, the first call
         reads it with the candidates' values (one host read for the node)."""
         if self.host_values is not None:
-            self.host_values.read(self)
+            return self.host_values.read().mixtures.get(n, ONLY_FIRST)
         return self.mixtures.get(n, ONLY_FIRST)
+
+    def candidate(self, y: int) -> CandidateValues | None:
+        """The host values at candidate y, where they were read (None elsewhere)."""
+        if self.host_values is not None:
+            return self.host_values.read().at_candidates.get(y)
+        return self.at_candidates.get(y)
 
 
 @dataclass(frozen=True)
@@ -223,7 +230,7 @@ class CandidateValues:
 
 
 def node_law(
-    target: torch.Tensor, draft: torch.Tensor, alive_law: dict[int, float], omega: float | torch.Tensor,
+    target: torch.Tensor, draft: torch.Tensor, alive_law: dict[int, float] | torch.Tensor, omega: float | torch.Tensor,
     candidates: list[int] | None = None,
 ) -> NodeLaw:
     """D_u(x) = sum_n pi(n) sum_r lambda[n]_r s_r[n](x).
@@ -236,7 +243,7 @@ def node_law(
 
     omega may be a 0-dim tensor (phase 1 keeps it on the device). `candidates` (the alive
     drafts' tokens here, when known) have their scalars read with lambda
-    (`NodeLaw.at_candidates`) and their places in the order (`NodeOrder.known_ranks`).
+    (`NodeLaw.candidate`) and their places in the order (`NodeOrder.known_ranks`).
 
     Above MAX_LP_TOKENS tokens (the default pair's 8,193 cells) the law is computed on the device
     (`_node_law_on_device`) and reads nothing until a coin needs its host values. On a smaller
@@ -245,7 +252,7 @@ def node_law(
     components (`_prefer_first`); none elsewhere.
     """
     if _on_device(target, alive_law):
-        return _node_law_on_device(target, draft, _alive_tensor(alive_law, target.device), omega, candidates)
+        return _node_law_on_device(target, draft, alive_law, omega, candidates)
     busy = [n for n, weight in alive_law.items() if n >= 2 and weight >= MIN_ALIVE_MASS]
     # positive is not checked: that check is a host read, and `components`' guarded path gives
     # the same values (tests/test_as_bv_fast.py) on any draft row.
@@ -267,7 +274,7 @@ def node_law(
             if node_values is None:
                 extra += [below_draft[at], order.places(at)]
         beta_on_device = isinstance(comp.beta, torch.Tensor)
-        if beta_on_device:  # a large table's beta travels with the LP's inputs (`components`)
+        if beta_on_device:  # an order with a tail (tests lower ORDER_HEAD to reach it here): beta travels with the LP's inputs
             extra.append(comp.beta.reshape(1))
         # the sums serve the "first" check too
         mixture = node_mixture(comp.marginals, cap, torch.cat(extra) if extra else None)
@@ -326,7 +333,7 @@ def select_with_detail(law: NodeLaw, tokens: list[int], rng: Randomness,
     candidate (None when seq rejected every candidate or another component ran).
 
     The coins come from `uniforms` where given (read with the drafts; seq's probabilities a(t)
-    are then taken from `law.at_candidates`, read with the LP's inputs), else from `rng`."""
+    are then the host values read at the node, `NodeLaw.candidate`), else from `rng`."""
     if len(set(tokens)) == 1:
         # Every component selects the one token the candidates carry, so no coin is spent: y and
         # D_u are what they would be after any draw, and with no loser there is no hand-off that
@@ -343,7 +350,7 @@ def select_with_detail(law: NodeLaw, tokens: list[int], rng: Randomness,
     if component == SEQ:
         n = len(tokens)
         if uniforms:
-            known = [law.at_candidates.get(t) for t in tokens]
+            known = [law.candidate(t) for t in tokens]
             accept = ([values.by_count[n][0] for values in known] if all(known)
                       else law.components[n].accept[tokens].tolist())
             outcomes, _ = uniforms.coins(accept)
@@ -357,7 +364,7 @@ def select_with_detail(law: NodeLaw, tokens: list[int], rng: Randomness,
 
 def selection_probs(law: NodeLaw, tokens: list[int]) -> dict[int, float]:
     """P(select y | the candidates t_1..t_n), for the theory line."""
-    lex, seq, first = law.mixture(len(tokens)) if len(tokens) > 1 else ONLY_FIRST
+    lex, seq, first = law.mixture(len(tokens)) if len(set(tokens)) > 1 else ONLY_FIRST  # one token: no coin
     if first == 1.0:
         return {tokens[0]: 1.0}
     top = law.order.top(tokens)
@@ -372,7 +379,7 @@ def selection_probs(law: NodeLaw, tokens: list[int]) -> dict[int, float]:
     return dict(probs)
 
 
-def child_alive_law(law: NodeLaw, y: int, draft_y: float | None = None) -> dict[int, float]:
+def child_alive_law(law: NodeLaw, y: int, draft_y: float | None = None) -> dict[int, float] | torch.Tensor:
     """Phase 1 line 7, Bayes: pi'(c) proportional to sum_n pi(n) sum_r lambda[n]_r T_r[n](y, c).
 
     p(y | u) may be given (phase 1 has it from `read_drafts`); the scalars of a busy node come
@@ -425,38 +432,39 @@ def _on_device(target: torch.Tensor, alive_law: dict[int, float] | torch.Tensor)
 
 
 def _alive_tensor(alive_law: dict[int, float] | torch.Tensor, device: torch.device) -> torch.Tensor:
-    """pi as float64 [N + 1] (index n: P(n alive)) on the device."""
+    """pi as float64 [N + 1] (index n: P(n alive)) on the device, filled there (no host copy)."""
     if isinstance(alive_law, torch.Tensor):
         return alive_law
-    pi = torch.zeros(max(alive_law) + 1, dtype=torch.float64)
+    pi = torch.zeros(max(alive_law) + 1, dtype=torch.float64, device=device)
     for n, weight in alive_law.items():
         pi[n] = weight
-    return pi.to(device)
+    return pi
 
 
-def _node_law_on_device(target: torch.Tensor, draft: torch.Tensor, pi: torch.Tensor, omega: float | torch.Tensor,
-                        candidates: list[int] | None) -> NodeLaw:
-    """`node_law` of a large table with no host read: lambda[n] for every n = 2..N from the LP's
-    vertex search on the device (`as_bv_lp.vertex_mixture_on_device`), "first"'s check there
-    (`_prefer_first_on_device`), and an n of posterior below MIN_ALIVE_MASS served by "first" by
-    a mask rather than skipped (which branch would need pi on the host). The host values a node
-    with a coin needs (lambda, the candidates' scalars and places) are read only when asked for."""
+def _node_law_on_device(target: torch.Tensor, draft: torch.Tensor, alive_law: dict[int, float] | torch.Tensor,
+                        omega: float | torch.Tensor, candidates: list[int] | None) -> NodeLaw:
+    """`node_law` of a large table with no host read: lambda[n] from the LP's vertex search on the
+    device (`as_bv_lp.vertex_mixture_on_device`), "first"'s check there (`_prefer_first_on_device`),
+    and an n of posterior below MIN_ALIVE_MASS served by "first" by a mask rather than skipped
+    (which branch would need pi on the host). Every n = 2..N is computed, but where pi is still a
+    host dict (the root) only those it holds. The host values a node with a coin needs (lambda,
+    the candidates' scalars and places) are read only when asked for."""
+    pi = _alive_tensor(alive_law, target.device)
+    counts = [n for n in range(2, pi.shape[0]) if isinstance(alive_law, torch.Tensor) or alive_law.get(n, 0.0) > 0]
     order = strict_order(target, draft, check_positive=False)
     below_draft = order.below(draft)
     cap = omega * target
     selected = pi[1] * draft
-    comps, weights = {}, []
-    for n in range(2, pi.shape[0]):
+    comps, weights = {}, {}
+    for n in counts:
         comp = components(target, draft, order, below_draft, n)
         lam, capped_sums = as_bv_lp.vertex_mixture_on_device(comp.marginals, cap)
-        lam, mixed = _prefer_first_on_device(comp.marginals, cap, lam, capped_sums, pi[n] >= MIN_ALIVE_MASS)
+        weights[n], mixed = _prefer_first_on_device(comp.marginals, cap, lam, capped_sums, pi[n] >= MIN_ALIVE_MASS)
         comps[n] = comp
-        weights.append(lam)
         selected = selected + pi[n] * mixed
     distinct = list(dict.fromkeys(candidates)) if candidates is not None else []
-    weights_on_device = torch.stack(weights)
-    return NodeLaw(draft, order, below_draft, pi, comps, {}, selected, {}, weights_on_device,
-                   _HostValues(weights_on_device, distinct))
+    host_values = _HostValues(weights, comps, below_draft, order, distinct)
+    return NodeLaw(draft, order, below_draft, pi, comps, {}, selected, {}, weights, host_values)
 
 
 def _prefer_first_on_device(marginals: torch.Tensor, cap: torch.Tensor, weights: torch.Tensor, capped_sums: torch.Tensor,
@@ -467,43 +475,54 @@ def _prefer_first_on_device(marginals: torch.Tensor, cap: torch.Tensor, weights:
     single = weights.max() == 1.0
     value = torch.where(single, weights @ capped_sums, torch.minimum(mixed, cap).sum())
     use_first = (capped_sums[FIRST] >= value - FIRST_TOLERANCE) | ~busy
-    only_first = torch.tensor(ONLY_FIRST, dtype=weights.dtype, device=weights.device)
-    return torch.where(use_first, only_first, weights), torch.where(use_first, marginals[FIRST], mixed)
+    return torch.where(use_first, _only_first(weights.device), weights), torch.where(use_first, marginals[FIRST], mixed)
+
+
+@functools.lru_cache(maxsize=8)
+def _only_first(device: torch.device) -> torch.Tensor:
+    """ONLY_FIRST as a float64 tensor on `device`, made once (a copy from the host each time would
+    wait for the device on CUDA)."""
+    return torch.tensor(ONLY_FIRST, dtype=torch.float64, device=device)
 
 
 class _HostValues:
     """What a node with a coin needs on the host from a device law, read in one copy when first
-    asked for (`NodeLaw.mixture`): lambda[n] for every n and, at the candidates, G_<, their places
-    in the order and per n (a, r, R_<). A node whose candidates carry one token never asks."""
+    asked for (`NodeLaw.mixture`, `NodeLaw.candidate`) and kept here: lambda[n] for every n
+    computed and, at the candidates, G_<, their places in the order (into the order's
+    `known_ranks`) and per n (a, r, R_<). A node whose candidates carry one token never asks."""
 
-    def __init__(self, weights: torch.Tensor, candidates: list[int]):
-        self.weights, self.candidates, self.done = weights, candidates, False
+    def __init__(self, weights: dict[int, torch.Tensor], comps: dict[int, Components], below_draft: torch.Tensor,
+                 order: NodeOrder, candidates: list[int]):
+        self.weights, self.comps, self.below_draft, self.order, self.candidates = weights, comps, below_draft, order, candidates
+        self.mixtures: dict[int, tuple[float, float, float]] | None = None
+        self.at_candidates: dict[int, CandidateValues] = {}
 
-    def read(self, law: NodeLaw) -> None:
-        if self.done:
-            return
-        self.done = True
-        parts = [self.weights.reshape(-1)]
-        counts = list(law.components)
-        at = torch.tensor(self.candidates, dtype=torch.long, device=law.draft.device) if self.candidates else None
+    def read(self) -> _HostValues:
+        if self.mixtures is not None:
+            return self
+        counts = list(self.weights)
+        parts = [self.weights[n] for n in counts]
+        at = torch.tensor(self.candidates, dtype=torch.long, device=self.below_draft.device) if self.candidates else None
         if at is not None:
             for n in counts:
-                comp = law.components[n]
+                comp = self.comps[n]
                 parts += [comp.accept[at], comp.rejected[at], comp.below_rejected[at]]
-            parts += [law.below_draft[at], law.order.places(at)]
-        values = torch.cat(parts).tolist()  # the one read
-        law.mixtures.update((n, tuple(values[3 * i : 3 * i + 3])) for i, n in enumerate(counts))
+            parts += [self.below_draft[at], self.order.places(at)]
+        values = torch.cat(parts).tolist() if parts else []  # the one read
+        self.mixtures = {n: tuple(values[3 * i : 3 * i + 3]) for i, n in enumerate(counts)}
         if at is None:
-            return
+            return self
         m, start = len(self.candidates), 3 * len(counts)
         by_count = {}
         for i, n in enumerate(counts):
             block = values[start + 3 * m * i : start + 3 * m * (i + 1)]
             by_count[n] = list(zip(block[:m], block[m : 2 * m], block[2 * m :]))
-        below, places = values[start + 3 * m * len(counts) :][:m], values[start + 3 * m * len(counts) + m :]
-        law.order.known_ranks.update((y, int(place) if place >= 0 else None) for y, place in zip(self.candidates, places))
-        law.at_candidates.update((y, CandidateValues(below[i], {n: by_count[n][i] for n in counts}))
-                                 for i, y in enumerate(self.candidates))
+        rest = values[start + 3 * m * len(counts) :]
+        below, places = rest[:m], rest[m:]
+        self.order.known_ranks.update((y, int(place) if place >= 0 else None) for y, place in zip(self.candidates, places))
+        self.at_candidates = {y: CandidateValues(below[i], {n: by_count[n][i] for n in counts})
+                              for i, y in enumerate(self.candidates)}
+        return self
 
 
 def _child_alive_law_on_device(law: NodeLaw, y: int) -> torch.Tensor:
@@ -514,9 +533,10 @@ def _child_alive_law_on_device(law: NodeLaw, y: int) -> torch.Tensor:
     draft_y, below_y = law.draft[y], law.below_draft[y]
     mass = torch.zeros_like(pi)
     mass[1] = pi[1] * draft_y  # one alive draft: "first", c = 1
-    for n, comp in law.components.items():
+    for n, weights in law.weights_on_device.items():
+        comp = law.components[n]
         joint = _joint_on_device(comp, draft_y, below_y, comp.accept[y], comp.rejected[y], comp.below_rejected[y])
-        mass[: n + 1] += pi[n] * (law.weights_on_device[n - 2] @ joint)
+        mass[: n + 1] += pi[n] * (weights @ joint)
     total = mass.sum()
     one = torch.zeros_like(mass)
     one[1] = 1.0  # y's selection probability underflowed: as the host, one alive draft

@@ -39,7 +39,7 @@ RHO_STEPS = 3
 # rest (`spectr_gbv.methods.support`) where that support is at most half the vocabulary: the
 # default draft's head covers 8,192 of 49,152 tokens. Tables below it (every golden value,
 # every enumeration) keep the full vocabulary, and so does a draft support too narrow to stay
-# above the sizes at which `mixture_weights` and `NodeOrder` switch to their large-vocabulary
+# above the sizes at which `as_bv_lp` and `NodeOrder` switch to their large-vocabulary
 # paths (a top-k draft of 50 tokens): on the same path, both layouts are the same rule.
 SUPPORT_FROM_VOCAB = ORDER_HEAD + 1
 

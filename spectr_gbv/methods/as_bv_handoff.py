@@ -182,7 +182,7 @@ def _scan_and_draw(inp: VerifyInput, small: OnSupport | None, rng: Randomness,
 
 def selection_outcomes(law: NodeLaw, tokens: list[int]) -> list[tuple[float, int, int, int | None]]:
     """Every way `select_with_detail` can end at this node: (probability, y, component, seq's place)."""
-    if len(tokens) == 1:
+    if len(set(tokens)) == 1:  # one token among the candidates: no coin is spent
         return [(1.0, tokens[0], FIRST, None)]
     lex, seq, first = law.mixture(len(tokens))
     out = []

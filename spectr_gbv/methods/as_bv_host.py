@@ -67,7 +67,10 @@ def on_support_with_drafts(inp: VerifyInput, rng: Randomness) -> tuple[OnSupport
     tokens renumbered where that is the support layout, written out in `inp`'s ids): from
     `inp.prefetched` where the engine read them with the drafts, else in one host read (the
     uniforms drawn first, so that both ways spend the same draws)."""
-    got = inp.prefetched or read_with_drafts(inp.draft_tokens, prefetch(inp.draft_tokens, inp.draft_probs, rng))
+    if inp.prefetched is not None:  # read by the engine for this verification, with rng's uniforms
+        got = inp.prefetched.claim()
+    else:
+        got = read_with_drafts(inp.draft_tokens, prefetch(inp.draft_tokens, inp.draft_probs, rng))
     K, L = inp.draft_tokens.shape
     values, at = got.values, 0
     large = inp.vocab_size >= as_bv_fast.SUPPORT_FROM_VOCAB

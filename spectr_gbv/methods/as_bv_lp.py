@@ -20,8 +20,9 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-# The lambda LP keeps at most this many tokens as variables (all of them below it, which
-# is exactly the LP behind the golden values); see `mixture_weights`.
+# The lambda LP keeps at most this many tokens as variables: all of them up to this size (HiGHS,
+# `node_mixture`: exactly the LP behind the golden values), the widest crossing kinks above it
+# (`vertex_mixture_on_device`).
 MAX_LP_TOKENS = 64
 
 # Mixture weights below this are rounding residue of the LP solution and are set to 0.
@@ -43,21 +44,6 @@ def node_mixture(marginals: torch.Tensor, cap: torch.Tensor, extra: torch.Tensor
         raise ValueError(f"{marginals.shape[-1]} tokens: above {MAX_LP_TOKENS}, lambda is `vertex_mixture_on_device`'s")
     s, b, *rest = _to_host([marginals, cap, *([] if extra is None else [extra])])
     return NodeMixture(_solve_mixture(s.tobytes(), b.tobytes()), rest[0].tolist() if rest else [])
-
-
-def mixture_weights(marginals: torch.Tensor, cap: torch.Tensor) -> tuple[float, float, float]:
-    """lambda = argmax over the 2-simplex of F(lambda) = sum_x min(lambda . s(x), cap(x)),
-    cap = omega q(. | u); F is concave and piecewise linear. On the host, whatever the size.
-
-    Up to MAX_LP_TOKENS tokens: the LP max sum_x t_x with t_x <= lambda . s(x), t_x <= cap(x),
-    solved by HiGHS's dual simplex with lambda as the first variables. That is the
-    formulation behind the golden values of docs/algorithms.md §6.7; where the maximum is not
-    unique, the solver's vertex is the tie-break, and the golden values depend on it.
-
-    Above that (real vocabularies): `vertex_mixture_on_device`, read."""
-    if marginals.shape[-1] <= MAX_LP_TOKENS:
-        return node_mixture(marginals, cap).weights
-    return tuple(vertex_mixture_on_device(marginals, cap)[0].tolist())
 
 
 def _to_host(tensors: list[torch.Tensor]) -> list[np.ndarray]:
@@ -104,7 +90,7 @@ def vertex_mixture_on_device(marginals: torch.Tensor, cap: torch.Tensor) -> tupl
     points = points / torch.where(feasible, points @ torch.ones_like(levels[:3]), 1.0)[:, None]  # onto the simplex
     values = points @ linear + torch.minimum(points @ s, b).sum(-1)  # the reduced F at each candidate
     best = torch.argmax(torch.where(feasible, values, -torch.inf))  # the first maximal candidate
-    return _clean_on_device(points[best]), capped_sums
+    return _clean_on_device(points.index_select(0, best.reshape(1))[0]), capped_sums  # points[best] would read best
 
 
 def _pair_solutions_on_device(normals: torch.Tensor, levels: torch.Tensor,

@@ -41,12 +41,22 @@ def canonical_rows(draft_tokens: torch.Tensor) -> torch.Tensor:
     return same_prefix.argmax(dim=1)  # first k' with an equal prefix
 
 
-@dataclass(frozen=True)
+@dataclass
 class Prefetched:
-    """What was read to the host with the drafts' tokens, in one copy (`read_with_drafts`)."""
+    """What was read to the host with the drafts' tokens, in one copy (`read_with_drafts`).
+
+    Its values may hold uniforms drawn for one verification (`MethodSpec.prefetch`), so the rule
+    takes them once (`claim`): a second verification of the same input would reuse them."""
 
     rows: list[list[int]]  # [K][L] the drafts' tokens
     values: list[float]  # the rule's `MethodSpec.prefetch`, as host floats
+    claimed: bool = False
+
+    def claim(self) -> "Prefetched":
+        if self.claimed:
+            raise RuntimeError("these prefetched values were used by a verification already; prefetch again")
+        self.claimed = True
+        return self
 
 
 def read_with_drafts(draft_tokens: torch.Tensor, values: torch.Tensor) -> Prefetched:

@@ -98,7 +98,10 @@ def optimal_rho_on_device(target: torch.Tensor, draft: torch.Tensor, num_candida
     to a few units in the last place (the two searches round differently); n <= 1 gives 1.
     Fewer `steps` return the feasible end of a wider bracket: G(rho) >= 0 and
     rho - rho* <= (n - 1) / (RHO_GRID + 1)**steps."""
-    n = torch.as_tensor(num_candidates, device=target.device).to(torch.float64)
+    if isinstance(num_candidates, torch.Tensor):
+        n = num_candidates.to(torch.float64)
+    else:  # filled on the device: a copy from the host would wait for the device on CUDA
+        n = torch.full((), float(num_candidates), dtype=torch.float64, device=target.device)
     one = torch.ones((), dtype=torch.float64, device=target.device)
     ratio = torch.where(draft > 0, target / torch.where(draft > 0, draft, 1.0), float("inf"))
     order = torch.argsort(ratio, descending=True)
