@@ -98,7 +98,8 @@ def _gbv_remainder(
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     """Host reads: the drafts with the size of their support and phase 1's uniforms in one copy
     (`as_bv_host.on_support_with_drafts`; none where the engine read them with the drafts'
-    tokens, `VerifyInput.prefetched`), a busy node's few (`as_bv.node_law`), then `finish`'s."""
+    tokens, `VerifyInput.prefetched`), a node's own where a coin must decide there
+    (`as_bv.NodeLaw.mixture`; on tables of at most 64 tokens, a busy node's few), then `finish`'s."""
     small, drafts = on_support_with_drafts(inp, rng)  # as AS-BV: the draft's support plus one cell for the rest
     work = inp if small is None else small.inp
     selection = as_bv.select_block(work, rng, drafts)  # phases 1 and 2 are AS-BV's, coin for coin
