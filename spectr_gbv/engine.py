@@ -103,7 +103,7 @@ class Proposal:
     draft_s: float
     target_s: float
     # Read with the drafts' tokens where a `prefetch` was given; draft_probs are then already the
-    # canonical float64 rows of `trusted_drafts` (`verify_input`).
+    # canonical float64 rows of `trusted_drafts` (`lean_input`).
     prefetched: Prefetched | None = None
 
     def lean_input(self) -> VerifyInput:

@@ -265,14 +265,14 @@ def node_law(
     distinct = list(dict.fromkeys(candidates)) if busy and candidates is not None else []
     at = torch.tensor(distinct, dtype=torch.long, device=draft.device) if distinct else None
     node_values = None  # G_<(y) and the candidates' places in the order, from the first LP copy
-    by_count: dict[int, list[tuple[float, float, float]]] = {}
+    by_count: dict[int, list[float]] = {}  # per busy n, `_count_parts` as read
     for n in busy:
         comp = components(target, draft, order, below_draft, n)
         extra = []
         if at is not None:
-            extra += [comp.accept[at], comp.rejected[at], comp.below_rejected[at]]
+            extra += _count_parts(comp, at)
             if node_values is None:
-                extra += [below_draft[at], order.places(at)]
+                extra += _node_parts(below_draft, order, at)
         beta_on_device = isinstance(comp.beta, torch.Tensor)
         if beta_on_device:  # an order with a tail (tests lower ORDER_HEAD to reach it here): beta travels with the LP's inputs
             extra.append(comp.beta.reshape(1))
@@ -283,20 +283,33 @@ def node_law(
             comp = dataclasses.replace(comp, beta=extra_values.pop())
         comps[n] = comp
         if at is not None:
-            m = len(distinct)
-            by_count[n] = list(zip(*(extra_values[i * m : (i + 1) * m] for i in range(3))))
+            by_count[n] = extra_values[: 3 * len(distinct)]
             if node_values is None:
-                node_values = extra_values[3 * m :]
+                node_values = extra_values[3 * len(distinct) :]
         mixtures[n], mixed = _prefer_first(comp.marginals, cap, mixture.weights)
         selected = alive_law[n] * mixed if selected is None else selected + alive_law[n] * mixed
-    at_candidates = {}
-    if node_values is not None:
-        m = len(distinct)
-        order.known_ranks.update((y, int(place) if place >= 0 else None)
-                                 for y, place in zip(distinct, node_values[m:]))
-        at_candidates = {y: CandidateValues(node_values[i], {n: by_count[n][i] for n in busy})
-                         for i, y in enumerate(distinct)}
+    at_candidates = {} if node_values is None else _candidate_values(order, distinct, by_count, node_values)
     return NodeLaw(draft, order, below_draft, alive_law, comps, mixtures, selected, at_candidates)
+
+
+def _count_parts(comp: Components, at: torch.Tensor) -> list[torch.Tensor]:
+    """What a read brings of one count's components at the candidates `at`: a, r, R_< ([m] each)."""
+    return [comp.accept[at], comp.rejected[at], comp.below_rejected[at]]
+
+
+def _node_parts(below_draft: torch.Tensor, order: NodeOrder, at: torch.Tensor) -> list[torch.Tensor]:
+    """What a read brings of the node at the candidates `at`: G_< and their places in the order."""
+    return [below_draft[at], order.places(at)]
+
+
+def _candidate_values(order: NodeOrder, candidates: list[int], by_count: dict[int, list[float]],
+                      node_values: list[float]) -> dict[int, CandidateValues]:
+    """`NodeLaw.at_candidates` from the values read of `_count_parts` (per n, 3 m) and `_node_parts`
+    (2 m); the places go into the order's `known_ranks`."""
+    m = len(candidates)
+    order.known_ranks.update((y, int(place) if place >= 0 else None) for y, place in zip(candidates, node_values[m:]))
+    scalars = {n: list(zip(*(values[i * m : (i + 1) * m] for i in range(3)))) for n, values in by_count.items()}
+    return {y: CandidateValues(node_values[i], {n: scalars[n][i] for n in scalars}) for i, y in enumerate(candidates)}
 
 
 def _prefer_first(
@@ -505,23 +518,15 @@ class _HostValues:
         at = torch.tensor(self.candidates, dtype=torch.long, device=self.below_draft.device) if self.candidates else None
         if at is not None:
             for n in counts:
-                comp = self.comps[n]
-                parts += [comp.accept[at], comp.rejected[at], comp.below_rejected[at]]
-            parts += [self.below_draft[at], self.order.places(at)]
+                parts += _count_parts(self.comps[n], at)
+            parts += _node_parts(self.below_draft, self.order, at)
         values = torch.cat(parts).tolist() if parts else []  # the one read
         self.mixtures = {n: tuple(values[3 * i : 3 * i + 3]) for i, n in enumerate(counts)}
         if at is None:
             return self
-        m, start = len(self.candidates), 3 * len(counts)
-        by_count = {}
-        for i, n in enumerate(counts):
-            block = values[start + 3 * m * i : start + 3 * m * (i + 1)]
-            by_count[n] = list(zip(block[:m], block[m : 2 * m], block[2 * m :]))
-        rest = values[start + 3 * m * len(counts) :]
-        below, places = rest[:m], rest[m:]
-        self.order.known_ranks.update((y, int(place) if place >= 0 else None) for y, place in zip(self.candidates, places))
-        self.at_candidates = {y: CandidateValues(below[i], {n: by_count[n][i] for n in counts})
-                              for i, y in enumerate(self.candidates)}
+        block, start = 3 * len(self.candidates), 3 * len(counts)
+        by_count = {n: values[start + block * i : start + block * (i + 1)] for i, n in enumerate(counts)}
+        self.at_candidates = _candidate_values(self.order, self.candidates, by_count, values[start + block * len(counts) :])
         return self
 
 

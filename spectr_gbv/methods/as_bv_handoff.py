@@ -11,15 +11,15 @@ from dataclasses import dataclass
 
 import torch
 
-from ..probs import normalize, residual
+from ..probs import normalize
 from ..randomness import Randomness, inverse_cdf
 from . import as_bv
 from .as_bv import FIRST, LEX, ONLY_FIRST, SEQ, NodeChoice, NodeLaw
 from .as_bv_fast import on_support
 from .as_bv_host import on_support_with_drafts
 from .base import SubBlockTest, VerifyInput, VerifyResult, emit, law_at
-from .gbv import (BlockScan, capped_accept_probs, expected_from_h, last_success, scan_block, scan_probs, scan_weights,
-                  stop_law)
+from .gbv import (BlockScan, capped_accept_probs, correction_on_device, expected_from_h, last_success,
+                  last_success_on_device, scan_block, scan_probs, scan_weights, stop_law)
 from .support import OnSupport
 
 
@@ -162,11 +162,9 @@ def _scan_and_draw(inp: VerifyInput, small: OnSupport | None, rng: Randomness,
         return None
     omega = as_bv.phase_two_weights(work, chosen, laws)
     h = capped_accept_probs(omega, work.target_probs[chosen, 1:L], laws[1:])
-    succeeded = uniforms[:L] < h
-    tau = (succeeded.long() * torch.arange(1, L + 1, device=device)).max()  # t*, 0 if none
-    # The stop's law for every tau, chosen by index (`stop_law`, then the lift back to the full vocabulary).
-    weight = torch.where(tau > 0, law_at((tau - 1).clamp(min=0), omega), 1.0)  # omega_0 = 1
-    correction = residual(law_at(tau, work.target_probs[chosen]), law_at(tau.clamp(max=L - 1), laws), weight)
+    tau = last_success_on_device(uniforms[:L] < h)
+    # The stop's law, chosen by index (`stop_law`, then the lift back to the full vocabulary).
+    correction = correction_on_device(omega, tau, work.target_probs[chosen], laws)
     if small is not None:
         correction = small.lift(correction, law_at(tau, inp.target_probs[chosen]))
     final = torch.where(tau == L, inp.target_probs[chosen, L], correction)

@@ -19,7 +19,7 @@ import torch
 
 from ..randomness import HostUniforms, Randomness
 from . import as_bv_fast
-from .base import Prefetched, VerifyInput, read_with_drafts
+from .base import VerifyInput, read_with_drafts, token_rows
 from .support import OnSupport, proposable_tokens
 
 
@@ -75,12 +75,10 @@ def on_support_with_drafts(inp: VerifyInput, rng: Randomness) -> tuple[OnSupport
     values, at = got.values, 0
     large = inp.vocab_size >= as_bv_fast.SUPPORT_FROM_VOCAB
     if large:
-        on_layout = _rows(values[: K * L], K, L)
+        on_layout = token_rows(values, K, L)
         size, at = int(values[K * L]), K * L + 1
-    probs = values[at : at + K * L * K]
-    draft_at = [[probs[(k * L + d) * K : (k * L + d + 1) * K] for d in range(L)] for k in range(K)]
     uniforms = values[at + K * L * K :]
-    drafts = DraftsOnHost(got.rows, got.rows, draft_at, HostUniforms(uniforms) if uniforms else None)
+    drafts = DraftsOnHost(got.rows, got.rows, _draft_at_rows(values[at:], K, L), HostUniforms(uniforms) if uniforms else None)
     if not large:  # the full vocabulary whatever the support
         return None, drafts
     small = as_bv_fast.on_support(inp, proposable_tokens(inp.draft_probs), size)
@@ -90,9 +88,7 @@ def on_support_with_drafts(inp: VerifyInput, rng: Randomness) -> tuple[OnSupport
 def read_drafts(inp: VerifyInput) -> DraftsOnHost:
     """`DraftsOnHost` of `inp` in one host read, with no uniforms (the rule asks for its coins)."""
     got = read_with_drafts(inp.draft_tokens, _draft_at(inp.draft_tokens, inp.draft_probs).reshape(-1))
-    K, L = inp.draft_tokens.shape
-    return DraftsOnHost(got.rows, got.rows, [[got.values[(k * L + d) * K : (k * L + d + 1) * K] for d in range(L)]
-                                             for k in range(K)])
+    return DraftsOnHost(got.rows, got.rows, _draft_at_rows(got.values, *inp.draft_tokens.shape))
 
 
 def _draft_at(draft_tokens: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
@@ -102,6 +98,6 @@ def _draft_at(draft_tokens: torch.Tensor, draft_probs: torch.Tensor) -> torch.Te
     return draft_probs.gather(-1, draft_tokens.T.unsqueeze(0).expand(K, L, K))
 
 
-def _rows(values: list[float], K: int, L: int) -> list[list[int]]:
-    """[K][L] token ids from float64 values (exact below 2**53)."""
-    return [[int(t) for t in values[k * L : (k + 1) * L]] for k in range(K)]
+def _draft_at_rows(values: list[float], K: int, L: int) -> list[list[list[float]]]:
+    """`DraftsOnHost.draft_at` [K][L][K] from the first K L K of the values read."""
+    return [[values[(k * L + d) * K : (k * L + d + 1) * K] for d in range(L)] for k in range(K)]

@@ -64,8 +64,12 @@ def read_with_drafts(draft_tokens: torch.Tensor, values: torch.Tensor) -> Prefet
     exact below 2**53."""
     K, L = draft_tokens.shape
     flat = torch.cat([draft_tokens.reshape(-1).to(torch.float64), values]).tolist()
-    rows = [[int(t) for t in flat[k * L : (k + 1) * L]] for k in range(K)]
-    return Prefetched(rows, flat[K * L :])
+    return Prefetched(token_rows(flat, K, L), flat[K * L :])
+
+
+def token_rows(values: list[float], K: int, L: int) -> list[list[int]]:
+    """[K][L] token ids from the first K L of float64 values read from the device (exact below 2**53)."""
+    return [[int(t) for t in values[k * L : (k + 1) * L]] for k in range(K)]
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,9 @@ class VerifyInput:
         the same float64 renormalised, canonicalised rows, without the checks and without a host
         read. The canonical copies are gathered on the device (every row, where `build` moves
         only the non-canonical ones after finding them with `nonzero`)."""
-        return cls.of_trusted_drafts(*trusted_drafts(draft_tokens, draft_probs), target_probs)
+        tokens = draft_tokens.long()
+        rows = canonical_rows(tokens) if tokens.shape[0] > 1 else None  # [K, L+1]
+        return cls(tokens, _canonical64(draft_probs, rows), _canonical64(target_probs, rows))
 
     @classmethod
     def of_trusted_drafts(
@@ -146,19 +152,23 @@ class VerifyInput:
         prefetched: Prefetched | None = None,
     ) -> "VerifyInput":
         """`trusted`, its draft half done before the target's forward (`trusted_drafts`)."""
-        if tokens.shape[0] > 1:
-            rows = canonical_rows(tokens)  # [K, L+1]
-            target_probs = target_probs[rows, torch.arange(rows.shape[1], device=rows.device)]
-        return cls(tokens, draft_probs, _renormalised64(target_probs), prefetched)
+        rows = canonical_rows(tokens) if tokens.shape[0] > 1 else None
+        return cls(tokens, draft_probs, _canonical64(target_probs, rows), prefetched)
 
 
 def trusted_drafts(draft_tokens: torch.Tensor, draft_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The draft half of `VerifyInput.trusted`: long tokens and the float64 renormalised canonical rows."""
     tokens = draft_tokens.long()
-    if tokens.shape[0] > 1:
-        rows = canonical_rows(tokens)[:, :-1]  # [K, L]
-        draft_probs = draft_probs[rows, torch.arange(rows.shape[1], device=rows.device)]
-    return tokens, _renormalised64(draft_probs)
+    return tokens, _canonical64(draft_probs, canonical_rows(tokens) if tokens.shape[0] > 1 else None)
+
+
+def _canonical64(probs: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+    """Each draft's row at each depth replaced by its canonical draft's (`canonical_rows` [K, L+1],
+    None for one draft), gathered on the device, then `_renormalised64`: [K, D, V], D = L or L + 1."""
+    if rows is not None:
+        depth = probs.shape[1]
+        probs = probs[rows[:, :depth], torch.arange(depth, device=rows.device)]
+    return _renormalised64(probs)
 
 
 def _renormalised64(probs: torch.Tensor) -> torch.Tensor:

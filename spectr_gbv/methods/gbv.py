@@ -184,13 +184,24 @@ def decide(inp: VerifyInput, generator: torch.Generator) -> torch.Tensor:
     L = inp.draft_length
     omega, h = scan_probs(inp)
     uniforms = torch_uniforms(generator, L, omega.device)
-    succeeded = (uniforms < omega) & (uniforms < h)
-    tau = (succeeded.long() * torch.arange(1, L + 1, device=omega.device)).max()  # t*, 0 if none
-    target, draft = inp.target_probs[0], inp.draft_probs[0]
-    weight = torch.where(tau > 0, law_at((tau - 1).clamp(min=0), omega), 1.0)  # omega_0 = 1
-    correction = residual(law_at(tau, target), law_at(tau.clamp(max=L - 1), draft), weight)
-    final = torch.where(tau == L, target[L], correction)
+    tau = last_success_on_device((uniforms < omega) & (uniforms < h))
+    target = inp.target_probs[0]
+    final = torch.where(tau == L, target[L], correction_on_device(omega, tau, target, inp.draft_probs[0]))
     return decision(inp, 0, tau, final, torch_uniforms(generator, 1, omega.device)[0])
+
+
+def last_success_on_device(succeeded: torch.Tensor) -> torch.Tensor:
+    """`last_success` of coins decided on the device ([m] bool): t*, a 0-dim long, 0 if none."""
+    return (succeeded.long() * torch.arange(1, succeeded.shape[-1] + 1, device=succeeded.device)).max()
+
+
+def correction_on_device(omega: torch.Tensor, tau: torch.Tensor, target_rows: torch.Tensor,
+                         draft_rows: torch.Tensor) -> torch.Tensor:
+    """`stop_law`'s correction r_tau at a 0-dim tensor tau, by index and with no host read (shapes
+    as `stop_law`'s; a row of no use at tau = m, where the caller takes the bonus)."""
+    m = omega.shape[-1]
+    weight = torch.where(tau > 0, law_at((tau - 1).clamp(min=0), omega), 1.0)  # omega_0 = 1
+    return residual(law_at(tau, target_rows), law_at(tau.clamp(max=m - 1), draft_rows), weight)
 
 
 def all_fail_from(h: torch.Tensor) -> torch.Tensor:
