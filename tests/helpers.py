@@ -17,6 +17,15 @@ import torch
 from scipy.stats import chisquare
 
 from spectr_gbv import METHODS, generate
+from spectr_gbv.randomness import ScriptedRandomness
+
+
+class ScriptedAhead(ScriptedRandomness):
+    """Scripted uniforms that are also handed out ahead in blocks, in order, as `TorchRandomness`
+    hands them out: a rule then takes its path for a stream of uniforms."""
+
+    def uniform_block(self, n: int, device: torch.device) -> torch.Tensor:
+        return self._uniforms(n, device)
 
 
 def last(stream):

@@ -89,12 +89,26 @@ def test_tensor_rules_read_the_host_at_most_twice_per_iteration(tiny_pair, metho
     assert detailed.host_reads > counts.host_reads  # the records are what the lean loop leaves out
 
 
+@pytest.fixture(scope="module")
+def wide_pair(tmp_path_factory):
+    """A tiny pair above ORDER_HEAD (256) tokens, where AS-BV's node laws read nothing (between 65 and
+    256 tokens rho* and beta are still read, `as_bv._on_device`)."""
+    root = tmp_path_factory.mktemp("wide")
+    target, draft, tokenizer = load_pair(str(save_tiny_llama(root / "t", vocab_size=300, seed=3)),
+                                         str(save_tiny_llama(root / "d", vocab_size=300, seed=4)), device="cpu")
+    return target, draft, tokenizer("w1 w2 w3")["input_ids"]
+
+
 @pytest.mark.model
-def test_the_apps_rule_reads_the_host_twice_per_iteration_with_one_draft(tiny_pair):
+@pytest.mark.parametrize("num_drafts, pair", [(1, "tiny_pair"), (2, "wide_pair")])
+def test_the_apps_rule_reads_the_host_twice_per_iteration_with_one_or_two_drafts(request, num_drafts, pair):
     # The drafts' tokens with what AS-BV+H reads from the drafts alone (`MethodSpec.prefetch`),
-    # then its scan with Y: the tensor rules' two. With K >= 2 its phase 1 adds the LP's copies.
-    target, draft, ids = tiny_pair
-    counts = count_loop(target, draft, ids, "as_bv_handoff", 1, 4, 1.0, 32)
+    # then its decision: the tensor rules' two. At K = 2 (above 256 tokens) phase 1's coin, the
+    # hand-off and GBV on the loser's block are decided on the device with the scan
+    # (`as_bv_handoff_pair`); at K >= 3, or on a smaller table, a node where the drafts part
+    # still reads its own.
+    target, draft, ids = request.getfixturevalue(pair)
+    counts = count_loop(target, draft, ids, "as_bv_handoff", num_drafts, 4, 1.0, 32)
     assert counts.iterations > 1
     assert counts.host_reads <= 2 * counts.iterations, counts.reads_by_name
 

@@ -50,3 +50,22 @@ def test_released_rule_is_detected_as_biased():
     samples = first_tokens(target, draft, "spectr_gbv_released", n=3, num_drafts=1, draft_length=2)
     law = {w: sequence_prob(w, constant(q)) for w in itertools.product(range(2), repeat=3)}
     assert chi_square_p_value(samples, law) < 1e-6
+
+
+def test_as_bv_handoff_decided_on_the_device_follows_the_target_law(large_vocabulary_paths, monkeypatch):
+    """AS-BV+H at K = 2 on its device form (`as_bv_handoff_pair`, reached at 4 tokens by the
+    large-vocabulary stand-ins; uniforms from `TorchRandomness`), independently of its bit-for-bit
+    agreement with the host form (tests/test_as_bv_handoff_pair.py)."""
+    from spectr_gbv.methods import as_bv_handoff_pair
+
+    decided = []
+    original = as_bv_handoff_pair.verify
+    monkeypatch.setattr(as_bv_handoff_pair, "verify", lambda *args: decided.append(1) or original(*args))
+    vocab = 4
+    target_fn = dirichlet_model(vocab, 17, concentration=0.8)
+    draft_fn = mixture(target_fn, dirichlet_model(vocab, 18, concentration=0.8), 0.5)
+    target, draft = FunctionModel(target_fn, vocab), FunctionModel(draft_fn, vocab)
+    samples = first_tokens(target, draft, "as_bv_handoff", n=3, num_drafts=2, draft_length=2)
+    assert len(decided) >= RUNS  # every iteration took the device form
+    law = {w: sequence_prob(w, target_fn, (0,)) for w in itertools.product(range(vocab), repeat=3)}
+    assert chi_square_p_value(samples, law) > ALPHA

@@ -128,10 +128,16 @@ def select_block(inp: VerifyInput, rng: Randomness, drafts: DraftsOnHost | None 
         nodes.append(NodeChoice(law, alive, tokens, y, component, accepted_place))
         rows.append(law.selected)
         if depth + 1 < inp.draft_length:  # the last node has no child to pass pi and omega to
-            alive_law = child_alive_law(law, y, draft_y=drafts.draft_at[node][depth][alive[tokens.index(y)]])
-            omega = next_omega_on_device(omega, target[y], law.selected[y])
+            alive_law, omega = descend(law, target, y, omega, drafts.draft_at[node][depth][alive[tokens.index(y)]])
         alive = [k for k, t in zip(alive, tokens) if t == y]
     return Selection(alive[0], torch.stack(rows), nodes)
+
+
+def descend(law: NodeLaw, target: torch.Tensor, y: int, omega: float | torch.Tensor,
+            draft_y: float | None = None) -> tuple[dict[int, float] | torch.Tensor, torch.Tensor]:
+    """Lines 7-8 once y is selected at a node of law `law` (q = `target` there): the child's pi
+    (`child_alive_law`) and omega (`next_omega_on_device`)."""
+    return child_alive_law(law, y, draft_y=draft_y), next_omega_on_device(omega, target[y], law.selected[y])
 
 
 def verify_block(inp: VerifyInput, rng: Randomness, selection: Selection) -> BlockScan:
@@ -144,13 +150,17 @@ def verify_block(inp: VerifyInput, rng: Randomness, selection: Selection) -> Blo
 
 def phase_two_weights(inp: VerifyInput, draft: int, selected: torch.Tensor) -> torch.Tensor:
     """Line 9: GBV's omega on the selected block X^(draft) with D (selected, [L, V]) for p. [L]"""
-    tokens = inp.draft_tokens[draft]
+    return phase_two_weights_of(inp.target_probs[draft], inp.draft_tokens[draft], selected)
+
+
+def phase_two_weights_of(target_rows: torch.Tensor, tokens: torch.Tensor, selected: torch.Tensor) -> torch.Tensor:
+    """`phase_two_weights` from the selected draft's rows: q [L + 1, V], its tokens [L], D [L, V]."""
     # D(y) > 0 for a selected token unless its probability underflowed; the floor keeps the
     # log ratios finite (inf - inf would be NaN in block_weights). It is the smallest subnormal,
     # not the smallest normal: a drafted token of probability 5e-324 must keep q/D = 1 when
     # target == draft (found by hypothesis).
     selected_drafted = token_probs(selected, tokens).clamp(min=math.ulp(0.0))
-    return path_weights(token_probs(inp.target_probs[draft, :-1], tokens), selected_drafted)
+    return path_weights(token_probs(target_rows[:-1], tokens), selected_drafted)
 
 
 def phase_two_probs(inp: VerifyInput, draft: int, selected: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -97,6 +97,22 @@ class NodeOrder:
         return torch.where(hits.any(-1), hits.to(torch.float64).argmax(-1).to(torch.float64), -1.0)
 
     @cached_property
+    def keys(self) -> torch.Tensor:
+        """[V] long, a key per token that sorts as the order does: a head token's is V + its
+        place, a tail token's its id (`top` and `below_mask` on the device, with no read)."""
+        vocab = self.head.shape[0] if self.tail is None else self.tail.shape[0]
+        keys = torch.arange(vocab, device=self.head.device)
+        return keys.index_put_((self.head,), vocab + torch.arange(self.head.shape[0], device=self.head.device))
+
+    def top_on_device(self, tokens: torch.Tensor) -> torch.Tensor:
+        """`top` of distinct candidates [n] long as their 0-dim index (0..n-1), with no read."""
+        return self.keys[tokens].argmax()
+
+    def below_mask_on_device(self, y: torch.Tensor) -> torch.Tensor:
+        """`below_mask` of a 0-dim long token y, with no read. [V] bool"""
+        return self.keys < self.keys.index_select(0, y.reshape(1))
+
+    @cached_property
     def _head_rank(self) -> dict[int, int]:
         # A dict of the H head places, built when first needed: no [V] key array per node.
         return {token: place for place, token in enumerate(self.head.tolist())}

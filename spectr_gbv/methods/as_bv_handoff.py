@@ -13,7 +13,7 @@ import torch
 
 from ..probs import normalize
 from ..randomness import Randomness, inverse_cdf
-from . import as_bv
+from . import as_bv, as_bv_handoff_pair, as_bv_host
 from .as_bv import FIRST, LEX, ONLY_FIRST, SEQ, NodeChoice, NodeLaw
 from .as_bv_fast import on_support
 from .as_bv_host import on_support_with_drafts
@@ -56,9 +56,11 @@ def rrs_step(target: torch.Tensor, proposal: torch.Tensor, token: int) -> tuple[
     return float(accept), rejected  # one host read
 
 
-def rrs_step_on_device(target: torch.Tensor, proposal: torch.Tensor, token: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`rrs_step` with P(accept) a 0-dim tensor (the laws' float64), min(1, t / g) (0 where g = 0):
-    the same IEEE quotient, so the same bits, without a read (`verify` reads it with its coin)."""
+def rrs_step_on_device(target: torch.Tensor, proposal: torch.Tensor,
+                       token: int | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`rrs_step` with P(accept) a tensor (the laws' float64), min(1, t / g) (0 where g = 0):
+    the same IEEE quotient, so the same bits, without a read (`verify` reads it with its coin).
+    `token`: an int, or a [1] long tensor on the device (P(accept) is then [1])."""
     g, t = proposal[token], target[token]
     accept = torch.where(g > 0, torch.clamp(t / torch.where(g > 0, g, 1.0), max=1.0), 0.0)
     return accept, normalize(torch.relu(target - proposal), fallback=target)
@@ -77,30 +79,53 @@ def remainder_probs(inp: VerifyInput, draft: int, start: int) -> tuple[torch.Ten
 
 
 def _gbv_remainder(
-    inp: VerifyInput, rng: Randomness, draft: int, start: int, tests: list[SubBlockTest], drafted: list[list[int]]
+    inp: VerifyInput, small: OnSupport | None, rng: Randomness, draft: int, start: int, tests: list[SubBlockTest],
+    drafted: list[list[int]],
 ) -> VerifyResult:
     """GBV on the rest of `draft` after its first `start` tokens, to the end of the iteration
-    (`drafted`: inp's draft tokens on the host)."""
+    (`drafted`: inp's draft tokens on the host). On the rule's layout where it has one (`small`):
+    the draft proposes no token off its support, so GBV there is the same rule, and a correction
+    is lifted back to the full vocabulary as phase 2's is."""
     L = inp.draft_length
     if start == L:
         return emit(inp, rng, draft, L, inp.target_probs[draft, L], "bonus", tests, drafted)
-    omega = scan_weights(inp, draft, start)
+    work = inp if small is None else small.inp
+    omega = scan_weights(work, draft, start)
     rows = slice(start + 1, L)
-    scan = scan_block(rng, omega, inp.target_probs[draft, rows], inp.draft_probs[draft, rows], draft, start, every_h=True)
+    scan = scan_block(rng, omega, work.target_probs[draft, rows], work.draft_probs[draft, rows], draft, start, every_h=True)
     tests += scan.tests
-    final, kind = stop_law(omega, scan.tau, inp.target_probs[draft, start:], inp.draft_probs[draft, start:])
+    final, kind = stop_law(omega, scan.tau, work.target_probs[draft, start:], work.draft_probs[draft, start:])
+    if small is not None and kind == "correction":
+        final = small.lift(final, inp.target_probs[draft, start + scan.tau])
+    elif kind == "bonus":
+        final = inp.target_probs[draft, L]
     return emit(inp, rng, draft, start + scan.tau, final, kind, tests, drafted)
 
 
 # ----------------------------------------------------------------------------------- verify
 
 
+def prefetch(draft_tokens: torch.Tensor, draft_probs: torch.Tensor, rng: Randomness | None) -> torch.Tensor:
+    """`as_bv_host.prefetch`, with no uniforms for phase 1 where the rule decides it on the
+    device (`as_bv_handoff_pair`: its coins come from the block it draws itself)."""
+    pair = as_bv_handoff_pair.applies(draft_tokens.shape[0], draft_probs.shape[-1])
+    return as_bv_host.prefetch(draft_tokens, draft_probs, None if pair else rng)
+
+
 def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     """Host reads: the drafts with the size of their support and phase 1's uniforms in one copy
     (`as_bv_host.on_support_with_drafts`; none where the engine read them with the drafts'
-    tokens, `VerifyInput.prefetched`), a node's own where a coin must decide there
-    (`as_bv.NodeLaw.mixture`; on tables of at most 64 tokens, a busy node's few), then `finish`'s."""
-    small, drafts = on_support_with_drafts(inp, rng)  # as AS-BV: the draft's support plus one cell for the rest
+    tokens, `VerifyInput.prefetched`), then at K = 2 on a large table one more
+    (`as_bv_handoff_pair`, where `rng` hands out uniforms ahead); otherwise a node's own where a
+    coin must decide there (`as_bv.NodeLaw.mixture`; on tables of at most 64 tokens, a busy
+    node's few), then `finish`'s."""
+    pair = as_bv_handoff_pair.applies(inp.num_drafts, inp.vocab_size)
+    # as AS-BV: the draft's support plus one cell for the rest
+    small, drafts = on_support_with_drafts(inp, rng, phase_one_ahead=not pair)
+    if pair:
+        uniforms = rng.uniform_block(as_bv_handoff_pair.uniform_budget(inp.draft_length), inp.draft_tokens.device)
+        if uniforms is not None:
+            return as_bv_handoff_pair.verify(inp, small, drafts, uniforms)
     work = inp if small is None else small.inp
     selection = as_bv.select_block(work, rng, drafts)  # phases 1 and 2 are AS-BV's, coin for coin
     return finish(inp, small, rng, selection, drafts.emitted)
@@ -131,8 +156,8 @@ def finish(inp: VerifyInput, small: OnSupport | None, rng: Randomness, selection
         accept, rejected_target = rrs_step_on_device(target, proposal, z)
         (accepted,), (uniform,), (accept,) = rng.coins_bounded(accept.reshape(1), None)  # with its probability: one read
         tests.append(SubBlockTest(k, tau, 1, accept, accepted, uniform))
-        if accepted:  # z is an accepted draft token; GBV on the rest of draft k (full vocabulary: a few passes)
-            return _gbv_remainder(inp, rng, k, tau + 1, tests, drafted)
+        if accepted:  # z is an accepted draft token; GBV on the rest of draft k
+            return _gbv_remainder(inp, small, rng, k, tau + 1, tests, drafted)
         target = rejected_target
     if small is not None:  # Y may be any token: the rest cell's mass back on the tokens it stands for
         target = small.lift(target, inp.target_probs[chosen, tau])

@@ -44,11 +44,12 @@ def phase_one_budget(num_drafts: int) -> int:
     return (num_drafts - 1) * (1 + num_drafts)
 
 
-def prefetch(draft_tokens: torch.Tensor, draft_probs: torch.Tensor, rng: Randomness) -> torch.Tensor:
+def prefetch(draft_tokens: torch.Tensor, draft_probs: torch.Tensor, rng: Randomness | None) -> torch.Tensor:
     """Everything `on_support_with_drafts` reads beside the tokens, float64 [X]: on a large
     vocabulary the tokens' ids on the support layout [K L] and the support's size [1]; then
     draft_at [K L K] (`DraftsOnHost`) and phase 1's uniforms where `rng` hands them out ahead
-    [`phase_one_budget`]. draft_probs: the canonical float64 rows the rule will see."""
+    [`phase_one_budget`] (None: a rule that decides phase 1 on the device takes none here).
+    draft_probs: the canonical float64 rows the rule will see."""
     K, L = draft_tokens.shape
     parts = []
     if draft_probs.shape[-1] >= as_bv_fast.SUPPORT_FROM_VOCAB:
@@ -56,21 +57,23 @@ def prefetch(draft_tokens: torch.Tensor, draft_probs: torch.Tensor, rng: Randomn
         # A token's id on the support layout: how many proposable ids lie below it (searchsorted's answer).
         parts += [(proposable.cumsum(0) - proposable.long())[draft_tokens].reshape(-1), proposable.sum()[None]]
     parts.append(_draft_at(draft_tokens, draft_probs).reshape(-1))
-    uniforms = rng.uniform_block(phase_one_budget(K), draft_probs.device)
+    uniforms = None if rng is None else rng.uniform_block(phase_one_budget(K), draft_probs.device)
     if uniforms is not None:
         parts.append(uniforms)
     return torch.cat([part.to(torch.float64) for part in parts])
 
 
-def on_support_with_drafts(inp: VerifyInput, rng: Randomness) -> tuple[OnSupport | None, DraftsOnHost]:
+def on_support_with_drafts(inp: VerifyInput, rng: Randomness,
+                           phase_one_ahead: bool = True) -> tuple[OnSupport | None, DraftsOnHost]:
     """`as_bv_fast.on_support(inp)` and the `DraftsOnHost` of the input the rule runs on (the
     tokens renumbered where that is the support layout, written out in `inp`'s ids): from
     `inp.prefetched` where the engine read them with the drafts, else in one host read (the
-    uniforms drawn first, so that both ways spend the same draws)."""
+    uniforms drawn first, so that both ways spend the same draws). `phase_one_ahead` False:
+    no uniforms for phase 1 (as the rule's `prefetch` then draws none)."""
     if inp.prefetched is not None:  # read by the engine for this verification, with rng's uniforms
         got = inp.prefetched.claim()
     else:
-        got = read_with_drafts(inp.draft_tokens, prefetch(inp.draft_tokens, inp.draft_probs, rng))
+        got = read_with_drafts(inp.draft_tokens, prefetch(inp.draft_tokens, inp.draft_probs, rng if phase_one_ahead else None))
     K, L = inp.draft_tokens.shape
     values, at = got.values, 0
     large = inp.vocab_size >= as_bv_fast.SUPPORT_FROM_VOCAB
