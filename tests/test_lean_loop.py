@@ -247,6 +247,19 @@ def test_the_benchmark_warms_every_run_up_and_times_plain_decoding_just_before_e
 
 
 @pytest.mark.unit
+def test_the_benchmark_decodes_each_prompt_with_its_own_seeds():
+    log = []
+    a = Contender("a", 1, 1, lambda ids, seed: (log.append((ids[0], seed)), (4, 2))[1])
+    ar = Contender("ar", 0, 0, lambda ids, seed: (4, 0))
+    race([a], ar, [[10], [11]], rounds=2, seeds=3)
+    # prompt i's seeds are i, i + 2, i + 4: with one seed, the prompt's index, as before
+    assert sorted(set(log[1:])) == [(10, 0), (10, 2), (10, 4), (11, 1), (11, 3), (11, 5)]
+    assert len(log[1:]) == 2 * 2 * 3
+    assert set(a.best_s) == set(ar.best_s) == set(range(6))
+    assert a.tokens_per_s > 0
+
+
+@pytest.mark.unit
 def test_the_lean_loop_takes_no_phase_timings_which_on_cuda_are_device_syncs(monkeypatch):
     from spectr_gbv import engine
 

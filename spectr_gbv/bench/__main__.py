@@ -1,6 +1,6 @@
 """End-to-end decoding benchmark on a real model pair, timed so that it cannot flatter.
 
-    python -m spectr_gbv.bench [--rounds 3] [--methods ...] [--drafts 2] [--lengths 4] [--search]
+    python -m spectr_gbv.bench [--rounds 3] [--seeds 1] [--methods ...] [--drafts 2] [--lengths 4] [--search]
                                [--target default] [--draft NAME|PATH|HUB_ID] [--results assets/results]
 
 Hardware-free: block efficiency (tokens per target call), host reads per iteration and aten
@@ -10,7 +10,7 @@ Wall clock, this machine only, in the lean mode (`generate(..., detail=False)`):
 * every run is warmed up before it is timed (a first pass pays for allocations and caches);
 * our plain decoding (`ar`) is interleaved with each method prompt by prompt, so a drift of
   the machine reaches both sides of a ratio alike;
-* each (run, prompt) keeps its fastest of `--rounds` passes (another process only ever adds
+* each (run, prompt, seed) keeps its fastest of `--rounds` passes (another process only ever adds
   time), and plain decoding keeps its fastest over the whole benchmark, the hardest
   baseline to beat;
 * the peer row: transformers' `generate` on the same weights, interleaved the same way, in
@@ -88,14 +88,15 @@ class Contender:
     K: int
     L: int
     run: Callable[[list[int], int], tuple[int, int]]
-    best_s: dict[int, float] = field(default_factory=dict)  # prompt -> fastest seconds
+    best_s: dict[int, float] = field(default_factory=dict)  # seed (a prompt's run) -> fastest seconds
     tokens: dict[int, int] = field(default_factory=dict)
     calls: dict[int, int] = field(default_factory=dict)
 
-    def time(self, prompt_index: int, ids: list[int]) -> None:
-        (tokens, calls), seconds = timed(lambda: self.run(ids, prompt_index))
-        self.best_s[prompt_index] = min(seconds, self.best_s.get(prompt_index, math.inf))
-        self.tokens[prompt_index], self.calls[prompt_index] = tokens, calls
+    def time(self, seed: int, ids: list[int]) -> None:
+        """One timed run of `ids` with `seed` (the key of its fastest time)."""
+        (tokens, calls), seconds = timed(lambda: self.run(ids, seed))
+        self.best_s[seed] = min(seconds, self.best_s.get(seed, math.inf))
+        self.tokens[seed], self.calls[seed] = tokens, calls
 
     @property
     def tokens_per_s(self) -> float:
@@ -114,16 +115,19 @@ def peer(model, T: float, n: int, name: str) -> Contender:
     return Contender(name, 0, 0, lambda ids, seed: (hf_generate(model, ids, n, T, seed), 0))
 
 
-def race(contenders: list[Contender], ar: Contender, prompts: list[list[int]], rounds: int) -> None:
+def race(contenders: list[Contender], ar: Contender, prompts: list[list[int]], rounds: int, seeds: int = 1) -> None:
     """Each contender warmed up, then `rounds` passes over the prompts, plain decoding timed
-    just before it on every prompt."""
+    just before it on every prompt. With `seeds` > 1 each prompt is decoded with that many seeds
+    (prompt i's seeds: i, i + P, i + 2P, ..., for P prompts), each a run of its own: a method's
+    block efficiency is then the mean over more sampled continuations."""
     for contender in [ar, *contenders]:
         contender.run(prompts[0], 0)  # warm-up, not kept
+    runs = [(index + len(prompts) * s, ids) for s in range(seeds) for index, ids in enumerate(prompts)]
     for contender in contenders:
         for _ in range(rounds):
-            for index, ids in enumerate(prompts):
-                ar.time(index, ids)
-                contender.time(index, ids)
+            for seed, ids in runs:
+                ar.time(seed, ids)
+                contender.time(seed, ids)
 
 
 def row(contender: Contender, ar: Contender, T: float, counts=None) -> dict:
@@ -189,7 +193,7 @@ def run(args) -> dict:
     extra = [ours(fastest_ar[1], None, "ar", 0, 0, T, n, f"ar [{fastest_ar[0]}]")] if fastest_ar else []
     if mode == "compiled":  # the same target eagerly, interleaved: what the compile itself buys
         extra.append(eagerly(target, ours(target, draft, "ar", 0, 0, T, n, "ar [eager]")))
-    race(contenders + peers + extra, ar, prompts, args.rounds)
+    race(contenders + peers + extra, ar, prompts, args.rounds, args.seeds)
     # A dispatch mode cannot see into a compiled graph (the loop would run eagerly under it): the profiler counts there.
     profiled = mode == "compiled"
     counted = {(m, K, L): count_loop(target, draft, prompts[0], m, K, L, T, n, profiled=profiled)
@@ -205,6 +209,7 @@ def run(args) -> dict:
         "machine": f"{platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads",
         "cpu": cpu_line(kernel), "target_mode": mode, "kernel": kernel.summary() if kernel is not None else None,
         "prompts": list(texts), "max_new_tokens": n, "temperature": T, "rounds": args.rounds,
+        "seeds": args.seeds,
         "best_settings": {m: list(v) for m, v in best.items()}, "search": search_rows, "rows": rows,
         "command": "python -m spectr_gbv.bench " + " ".join(args.argv),
     }
@@ -292,7 +297,9 @@ def markdown(result: dict) -> str:
         result.get("cpu", ""), "",
         f"Target: {result['target']} ({result.get('target_mode', 'eager')}: AR and every method use it; "
         f"the peer's `generate` runs eagerly); draft: {result['draft']}; device: {result['device']} ({result['machine']}); "
-        f"prompts: {', '.join(result['prompts'])}; {result['max_new_tokens']} new tokens each; T = {result['temperature']}; "
+        f"prompts: {', '.join(result['prompts'])}"
+        f"{'' if result.get('seeds', 1) == 1 else ', each with ' + str(result['seeds']) + ' seeds'}; "
+        f"{result['max_new_tokens']} new tokens each; T = {result['temperature']}; "
         f"lean mode; every run warmed up, plain decoding interleaved with each run prompt by prompt, each the fastest of "
         f"{result['rounds']} rounds. Command: `{result.get('command', 'python -m spectr_gbv.bench')}`.",
         "",
@@ -323,6 +330,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=1, help="seeds per prompt (more: block efficiency over more samples)")
     parser.add_argument("--search", action="store_true", help="pick each method's (K, L) on a small grid first")
     parser.add_argument("--json")
     parser.add_argument("--markdown")
