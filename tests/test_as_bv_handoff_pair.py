@@ -109,3 +109,55 @@ def test_the_orders_device_keys_rank_as_the_order(vocab):
         pair = torch.tensor([a, b])
         assert [a, b][int(order.top_on_device(pair))] == order.top([a, b])
         assert torch.equal(order.below_mask_on_device(torch.tensor(a)), order.below_mask(a))
+
+
+def test_an_accepted_handoff_on_the_support_layout_agrees_and_is_the_full_vocabularys_law(monkeypatch):
+    """The hand-off accepted on the draft's support plus a rest cell (1,000 tokens, 400 proposable),
+    ending in GBV's correction on the loser's block: random inputs almost never reach it (its coin
+    needs r(z) > 0 at the loser's token), so the target is pushed onto the loser's token at d* and
+    the uniforms are set so that phase 2 stops at d* and the hand-off coin succeeds. Both forms
+    agree bit for bit, and the lifted correction is the full vocabulary's GBV correction (`stop_law`
+    on `inp`'s rows: the same rule, to rounding)."""
+    from spectr_gbv.methods.gbv import scan_weights, stop_law
+
+    seen = []
+    select = as_bv_handoff_pair._select
+
+    def spy(*args):
+        parting = select(*args)
+        seen.append((int(parting.uniforms_used), int(parting.chosen)))
+        return parting
+
+    monkeypatch.setattr(as_bv_handoff_pair, "_select", spy)
+    corrections = Counter()
+    for length in (3, 4):
+        for parting in range(length - 1):  # the loser keeps a block of at least one token
+            for seed in range(8):
+                uniforms = torch.rand(40, generator=torch.Generator().manual_seed(100 + seed), dtype=torch.float64).tolist()
+                base = two_drafts(seed, 1000, 400, length, parting)
+                seen.clear()
+                compare(base, uniforms)
+                target = base.target_probs.clone()
+                target[:, parting, base.draft_tokens[1 - seen[0][1], parting]] += 1.0  # r(z) > 0 at the loser's z
+                inp = VerifyInput.build(base.draft_tokens, base.draft_probs, target / target.sum(-1, keepdim=True))
+                seen.clear()
+                compare(inp, uniforms)
+                offset = seen[0][0]
+                for t in range(parting, length):  # phase 2's coins from d* on fail: it stops at d* ...
+                    uniforms[offset + t] = 1.0 - 1e-12
+                if parting:
+                    uniforms[offset + parting - 1] = 1e-12  # ... having accepted d* tokens
+                uniforms[offset + length] = 1e-12  # the hand-off's coin succeeds wherever r(z) > 0
+                for first in (False, True):  # the loser's block: as drawn, and its first coin succeeding
+                    if first:
+                        uniforms[offset + length + 1] = 1e-12
+                    compare(inp, uniforms)
+                    result = VERIFY(inp, ScriptedRandomness(uniforms))
+                    if result.final_kind != "correction" or len(result.tests) == length or not result.tests[length].accepted:
+                        continue
+                    k, start, depth = result.tests[length].draft, parting + 1, result.final_position
+                    corrections[depth > start] += 1
+                    omega = scan_weights(inp, k, start)
+                    full, _ = stop_law(omega, depth - start, inp.target_probs[k, start:], inp.draft_probs[k, start:])
+                    assert torch.allclose(result.final_distribution, full, rtol=1e-9, atol=1e-15)
+    assert min(corrections[False], corrections[True]) >= 1, corrections

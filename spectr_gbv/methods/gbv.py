@@ -85,8 +85,12 @@ def scan_coins(
 
 def capped_accept_probs(omega: torch.Tensor, target_next: torch.Tensor, draft_next: torch.Tensor) -> torch.Tensor:
     """Every h_t of a scan (shapes as `scan_coins`), capped at omega_t: h_t <= omega_t but for
-    rounding, and the min makes eta_t < h_t decide as the lazy scan does, exactly. [m]"""
-    return torch.minimum(_accept_probs_at(omega, target_next, draft_next, list(range(omega.shape[-1]))), omega)
+    rounding, and the min makes eta_t < h_t decide as the lazy scan does, exactly. [m]
+
+    `block_accept_probs`: the values `_accept_probs_at` gives at every position, with no index
+    built from a Python list (on CUDA each such index is a copy from the host that waits for
+    the device, and the device forms call this twice an iteration)."""
+    return torch.minimum(block_accept_probs(omega, target_next, draft_next), omega)
 
 
 def _accept_probs_at(omega: torch.Tensor, target_next: torch.Tensor, draft_next: torch.Tensor,
