@@ -69,3 +69,27 @@ def test_as_bv_handoff_decided_on_the_device_follows_the_target_law(large_vocabu
     assert len(decided) >= RUNS  # every iteration took the device form
     law = {w: sequence_prob(w, target_fn, (0,)) for w in itertools.product(range(vocab), repeat=3)}
     assert chi_square_p_value(samples, law) > ALPHA
+
+
+def test_as_bv_handoffs_device_form_draws_one_iteration_from_the_host_forms_exact_law(large_vocabulary_paths):
+    """One verification at a time, where the hand-off matters: the device form's outputs (the
+    accepted tokens and Y) from 3,000 `TorchRandomness` seeds against the exact law of the host
+    form (`enumerate_outcomes`, which the exact tier proves exact), on two 5-token inputs whose
+    drafts part at the root and at depth 1. Sharper than the end-to-end chi-square above: a loser
+    law with the wrong base after seq rejected both candidates fails it (p ~ 3e-9)."""
+    from collections import Counter
+
+    import torch
+    from test_as_bv_handoff_pair import two_drafts
+
+    from spectr_gbv.exact import enumerate_outcomes
+    from spectr_gbv.randomness import TorchRandomness
+
+    verify = METHODS["as_bv_handoff"].verify
+    for seed, parting in [(3, 0), (5, 1)]:
+        inp = two_drafts(seed, 5, 5, 2, parting)
+        law = Counter()
+        for prob, tokens in enumerate_outcomes(lambda rng: tuple(verify(inp, rng).tokens)):
+            law[tokens] += prob
+        samples = [tuple(verify(inp, TorchRandomness(torch.Generator().manual_seed(s))).tokens) for s in range(3000)]
+        assert chi_square_p_value(samples, dict(law)) > ALPHA
