@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 import torch
 
-from helpers import ScriptedAhead
+from helpers import ScriptedAhead, two_drafts
 from spectr_gbv.methods import METHODS, as_bv_fast, as_bv_handoff_pair
 from spectr_gbv.methods.as_bv import FIRST, LEX, SEQ
 from spectr_gbv.methods.base import VerifyInput
@@ -21,26 +21,6 @@ from spectr_gbv.randomness import ScriptedRandomness
 pytestmark = pytest.mark.exact
 
 VERIFY = METHODS["as_bv_handoff"].verify
-
-
-def two_drafts(seed: int, vocab: int, support: int, length: int, parting: int | None) -> VerifyInput:
-    """Two drafts from a draft law on `support` of `vocab` tokens, a target 60 % away from it (so
-    that phase 2 stops often), identical up to depth `parting` and different there (None: equal)."""
-    g = torch.Generator().manual_seed(seed)
-    on = torch.randperm(vocab, generator=g)[:support].sort().values
-    draft = torch.zeros(2, length, vocab, dtype=torch.float64)
-    draft[..., on] = torch.softmax(2.0 * torch.randn(2, length, support, generator=g, dtype=torch.float64), -1)
-    noise = torch.softmax(2.0 * torch.randn(2, length + 1, vocab, generator=g, dtype=torch.float64), -1)
-    target = 0.6 * noise + 0.4 * torch.cat([draft, draft[:, -1:]], 1)
-    tokens = torch.multinomial(draft.reshape(-1, vocab), 1, generator=g).reshape(2, length)
-    if parting is None:
-        tokens[1] = tokens[0]
-    else:
-        tokens[1, :parting] = tokens[0, :parting]
-        if tokens[1, parting] == tokens[0, parting]:  # another token of the support
-            place = int((on == tokens[0, parting]).nonzero()[0, 0])
-            tokens[1, parting] = on[place - 1]
-    return VerifyInput.build(tokens, draft, target)  # shared prefixes get draft 0's rows
 
 
 def compare(inp: VerifyInput, uniforms: list[float]) -> tuple[bool, str]:

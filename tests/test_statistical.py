@@ -80,7 +80,7 @@ def test_as_bv_handoffs_device_form_draws_one_iteration_from_the_host_forms_exac
     from collections import Counter
 
     import torch
-    from test_as_bv_handoff_pair import two_drafts
+    from helpers import two_drafts
 
     from spectr_gbv.exact import enumerate_outcomes
     from spectr_gbv.randomness import TorchRandomness
