@@ -320,6 +320,14 @@ def markdown(result: dict) -> str:
     return "\n".join(lines + [_row(r) for r in result["rows"]])
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: at least 1")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="default")
@@ -330,7 +338,7 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seeds", type=int, default=1, help="seeds per prompt (more: block efficiency over more samples)")
+    parser.add_argument("--seeds", type=_positive, default=1, help="seeds per prompt (more: block efficiency over more samples)")
     parser.add_argument("--search", action="store_true", help="pick each method's (K, L) on a small grid first")
     parser.add_argument("--json")
     parser.add_argument("--markdown")

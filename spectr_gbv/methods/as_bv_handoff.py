@@ -18,8 +18,8 @@ from .as_bv import FIRST, LEX, ONLY_FIRST, SEQ, NodeChoice, NodeLaw
 from .as_bv_fast import on_support
 from .as_bv_host import on_support_with_drafts
 from .base import SubBlockTest, VerifyInput, VerifyResult, emit, law_at
-from .gbv import (BlockScan, capped_accept_probs, correction_on_device, expected_from_h, last_success,
-                  last_success_on_device, scan_block, scan_probs, scan_weights, stop_law)
+from .gbv import (BlockScan, expected_from_h, last_success, scan_block, scan_on_device, scan_probs, scan_weights,
+                  stop_law)
 from .support import OnSupport
 
 
@@ -125,7 +125,7 @@ def verify(inp: VerifyInput, rng: Randomness) -> VerifyResult:
     if pair:
         uniforms = rng.uniform_block(as_bv_handoff_pair.uniform_budget(inp.draft_length), inp.draft_tokens.device)
         if uniforms is not None:
-            return as_bv_handoff_pair.verify(inp, small, drafts, uniforms)
+            return as_bv_handoff_pair.verify(inp, small, rng, drafts, uniforms)
     work = inp if small is None else small.inp
     selection = as_bv.select_block(work, rng, drafts)  # phases 1 and 2 are AS-BV's, coin for coin
     return finish(inp, small, rng, selection, drafts.emitted)
@@ -186,11 +186,9 @@ def _scan_and_draw(inp: VerifyInput, small: OnSupport | None, rng: Randomness,
     if uniforms is None:
         return None
     omega = as_bv.phase_two_weights(work, chosen, laws)
-    h = capped_accept_probs(omega, work.target_probs[chosen, 1:L], laws[1:])
-    tau = last_success_on_device(uniforms[:L] < h)
-    # The stop's law, chosen by index (`stop_law`, then the lift back to the full vocabulary).
-    correction = correction_on_device(omega, tau, work.target_probs[chosen], laws)
-    if small is not None:
+    scan = scan_on_device(omega, work.target_probs[chosen], laws, uniforms[:L])
+    h, tau, correction = scan.h, scan.tau, scan.correction  # the stop's law, chosen by index
+    if small is not None:  # then lifted back to the full vocabulary
         correction = small.lift(correction, law_at(tau, inp.target_probs[chosen]))
     final = torch.where(tau == L, inp.target_probs[chosen, L], correction)
     token = inverse_cdf(final, uniforms[L])

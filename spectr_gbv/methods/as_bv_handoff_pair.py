@@ -1,4 +1,5 @@
-"""AS-BV+H with two drafts, decided on the device: the rule's one host read an iteration.
+"""AS-BV+H with two drafts, decided on the device: the rule's one host read an iteration
+(above 256 tokens; between 65 and 256 a node's law still reads rho* and beta).
 
 With K = 2 the drafts' trie has at most one node with two candidates: the parting node d*,
 the first depth at which the two drafts' tokens differ. Above it both drafts carry one token;
@@ -7,10 +8,10 @@ candidates carry one token spends none, `as_bv.select_with_detail`), and AS-BV+H
 where phase 2 stops at d*, to the one draft that lost there (`as_bv_handoff.losers`). The host
 knows the trie (the engine read the drafts' tokens to score them), but not the coins.
 
-`verify` therefore computes the laws of both children of d* (a node's law depends only on its
-prefix), lets the coins at d* choose one on the device, and runs phase 2, the hand-off, GBV on
-the loser's remaining block and the draw of Y there too. Every branch is computed and the one
-taken is picked by index or mask; what the result records is read in one copy.
+`verify` therefore lets the coins at d* choose a child on the device, computes that child's
+laws from rows taken there by index, and runs phase 2, the hand-off, GBV on the loser's
+remaining block and the draw of Y there too. Every branch is computed and the one taken is
+picked by index or mask; what the result records is read in one copy.
 
 It spends one block of uniforms in the order in which `as_bv_handoff.verify` asks a
 `Randomness` for them where none are handed out ahead: lambda's component draw (where lambda
@@ -29,12 +30,12 @@ from dataclasses import dataclass
 import torch
 
 from ..probs import normalize, token_probs
-from ..randomness import inverse_cdf
+from ..randomness import Randomness, inverse_cdf
 from . import as_bv, as_bv_handoff, as_bv_lp
 from .as_bv import FIRST, LEX, SEQ
 from .as_bv_host import DraftsOnHost
-from .base import FinalKind, SubBlockTest, VerifyInput, VerifyResult, law_at
-from .gbv import capped_accept_probs, correction_on_device, last_success_on_device, path_weights
+from .base import SubBlockTest, VerifyInput, VerifyResult, emit, law_at
+from .gbv import path_weights, scan_on_device
 from .support import OnSupport
 
 
@@ -55,7 +56,6 @@ def uniform_budget(draft_length: int) -> int:
 class _Parting:
     """Phase 1's choice at the parting node d*, decided on the device."""
 
-    depth: int  # d*
     law: as_bv.NodeLaw
     candidates: torch.Tensor  # [2] long: draft 0's and draft 1's tokens there (the rule's ids)
     chosen: torch.Tensor  # 0-dim long: the selected candidate's place, which is its draft
@@ -65,9 +65,12 @@ class _Parting:
     uniforms_used: torch.Tensor  # 0-dim long: 0 to 3
 
 
-def verify(inp: VerifyInput, small: OnSupport | None, drafts: DraftsOnHost, uniforms: torch.Tensor) -> VerifyResult:
-    """`as_bv_handoff.verify` at K = 2 from `uniforms` [`uniform_budget(L)`], with one host read.
-    `small`, `drafts`: `as_bv_host.on_support_with_drafts(inp, ...)`."""
+def verify(inp: VerifyInput, small: OnSupport | None, rng: Randomness, drafts: DraftsOnHost,
+           uniforms: torch.Tensor) -> VerifyResult:
+    """`as_bv_handoff.verify` at K = 2 from `uniforms` [`uniform_budget(L)`], handed out by `rng`
+    (which draws nothing more), with one host read of its own (above 256 tokens; between 65 and
+    256 every node still reads rho* and beta, `as_bv._on_device`). `small`, `drafts`:
+    `as_bv_host.on_support_with_drafts(inp, ...)`."""
     L = inp.draft_length
     work = inp if small is None else small.inp
     tokens = drafts.tokens
@@ -81,10 +84,9 @@ def verify(inp: VerifyInput, small: OnSupport | None, drafts: DraftsOnHost, unif
     # Phase 2 on the selected draft c: AS-BV's GBV with D (`as_bv_handoff._scan_and_draw`).
     target_c = law_at(c, work.target_probs)  # [L + 1, V']
     omega = as_bv.phase_two_weights_of(target_c, law_at(c, work.draft_tokens), laws)
-    h = capped_accept_probs(omega, target_c[1:L], laws[1:])
     etas = uniforms.index_select(0, offset + torch.arange(L, device=device))
-    tau = last_success_on_device(etas < h)
-    correction = correction_on_device(omega, tau, target_c, laws)  # r at the stop, on the rule's layout
+    scan = scan_on_device(omega, target_c, laws, etas)
+    h, tau, correction = scan.h, scan.tau, scan.correction  # r at the stop, on the rule's layout
     at = offset + L  # the next uniform
     # Where Y comes from: the bonus row, or a row on the rule's layout lifted with q of its node.
     ends_in, ends_at, bonus, row = c, tau, tau == L, correction
@@ -118,14 +120,14 @@ def verify(inp: VerifyInput, small: OnSupport | None, drafts: DraftsOnHost, unif
     etas, hs, rest = values[5 : 5 + L], values[5 + L : 5 + 2 * L], values[5 + 2 * L :]
     tests = [SubBlockTest(c, 0, t + 1, hs[t], etas[t] < hs[t], etas[t]) for t in range(L)]
     if depth is None or tau != depth:  # no loser at the stop: AS-BV's end
-        return _result(drafts, c, tau, y, "bonus" if tau == L else "correction", final, tests)
+        return emit(inp, rng, c, tau, final, "bonus" if tau == L else "correction", tests, drafts.emitted, y)
     k, m = 1 - c, L - start
     tests.append(SubBlockTest(k, tau, 1, rest[0], bool(accepted), rest[1]))
     if not accepted:
-        return _result(drafts, c, tau, y, "correction", final, tests)
+        return emit(inp, rng, c, tau, final, "correction", tests, drafts.emitted, y)
     rest_etas, rest_h = rest[2 : 2 + m], rest[2 + m :]
     tests += [SubBlockTest(k, start, t + 1, rest_h[t], rest_etas[t] < rest_h[t], rest_etas[t]) for t in range(m)]
-    return _result(drafts, k, start + rest_tau, y, "bonus" if rest_tau == m else "correction", final, tests)
+    return emit(inp, rng, k, start + rest_tau, final, "bonus" if rest_tau == m else "correction", tests, drafts.emitted, y)
 
 
 def _phase_one(work: VerifyInput, drafts: DraftsOnHost, depth: int | None,
@@ -149,7 +151,7 @@ def _phase_one(work: VerifyInput, drafts: DraftsOnHost, depth: int | None,
     target = work.target_probs[0, depth]
     law = as_bv.node_law(target, work.draft_probs[0, depth], alive_law, omega, pair)
     rows.append(law.selected)
-    parting = _select(law, depth, work.draft_tokens[:, depth], uniforms)
+    parting = _select(law, work.draft_tokens[:, depth], uniforms)
     c = parting.chosen
     chosen_tokens = law_at(c, work.draft_tokens)
     for d in range(depth + 1, L):  # one draft alive below d*: no coin
@@ -161,7 +163,7 @@ def _phase_one(work: VerifyInput, drafts: DraftsOnHost, depth: int | None,
     return torch.stack(rows), parting
 
 
-def _select(law: as_bv.NodeLaw, depth: int, candidates: torch.Tensor, uniforms: torch.Tensor) -> _Parting:
+def _select(law: as_bv.NodeLaw, candidates: torch.Tensor, uniforms: torch.Tensor) -> _Parting:
     """`as_bv.select_with_detail` at d* (two distinct candidates) on the device: a component
     from lambda[2] (a uniform only where it mixes), seq's coins on both candidates, lex's top."""
     device = candidates.device
@@ -175,7 +177,7 @@ def _select(law: as_bv.NodeLaw, depth: int, candidates: torch.Tensor, uniforms: 
     seq_won = is_seq & passed.any()
     seq_place = passed.long().argmax()  # the first candidate accepted
     chosen = torch.where(component == FIRST, 0, torch.where(seq_won, seq_place, law.order.top_on_device(candidates)))
-    return _Parting(depth, law, candidates, chosen, component, seq_won, seq_place, used + torch.where(is_seq, 2, 0))
+    return _Parting(law, candidates, chosen, component, seq_won, seq_place, used + torch.where(is_seq, 2, 0))
 
 
 def _loser_law(parting: _Parting) -> torch.Tensor:
@@ -204,10 +206,9 @@ def _gbv_remainder(work: VerifyInput, draft: torch.Tensor, start: int, uniforms:
     proposal = _rows(work.draft_probs, draft, start, work.draft_length)  # [m, V']
     tokens = law_at(draft, work.draft_tokens)[start:]
     omega = path_weights(token_probs(target[:m], tokens), token_probs(proposal, tokens))
-    h = capped_accept_probs(omega, target[1:m], proposal[1:])
     etas = uniforms.index_select(0, at + torch.arange(m, device=draft.device))
-    tau = last_success_on_device(etas < h)
-    return correction_on_device(omega, tau, target, proposal), tau, etas, h
+    scan = scan_on_device(omega, target, proposal, etas)
+    return scan.correction, scan.tau, etas, scan.h
 
 
 def _row(probs: torch.Tensor, k: torch.Tensor, d: int | torch.Tensor) -> torch.Tensor:
@@ -218,10 +219,3 @@ def _row(probs: torch.Tensor, k: torch.Tensor, d: int | torch.Tensor) -> torch.T
 def _rows(probs: torch.Tensor, k: torch.Tensor, start: int, stop: int) -> torch.Tensor:
     """probs[k, start:stop] at a 0-dim k. [stop - start, V]"""
     return probs.flatten(0, 1).index_select(0, k * probs.shape[1] + torch.arange(start, stop, device=k.device))
-
-
-def _result(drafts: DraftsOnHost, draft: int, depth: int, y: int, kind: FinalKind, final: torch.Tensor,
-            tests: list[SubBlockTest]) -> VerifyResult:
-    """`base.emit` with Y drawn already: X^(draft)_{1:depth} (in the result's ids), then Y."""
-    accepted = drafts.emitted[draft][:depth]
-    return VerifyResult(accepted, y, kind, final, depth, draft if depth > 0 else None, tests)

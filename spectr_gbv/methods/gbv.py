@@ -194,6 +194,25 @@ def decide(inp: VerifyInput, generator: torch.Generator) -> torch.Tensor:
     return decision(inp, 0, tau, final, torch_uniforms(generator, 1, omega.device)[0])
 
 
+@dataclass(frozen=True)
+class ScanOnDevice:
+    """A GBV scan decided on the device: its h, t* (0-dim long) and the correction at t*."""
+
+    h: torch.Tensor  # [m], capped as `scan_coins` caps them
+    tau: torch.Tensor
+    correction: torch.Tensor  # [V] r_tau (`stop_law`'s correction; of no use where tau = m)
+
+
+def scan_on_device(omega: torch.Tensor, target_rows: torch.Tensor, draft_rows: torch.Tensor,
+                   etas: torch.Tensor) -> ScanOnDevice:
+    """`scan_block` and `stop_law`'s correction with the coins' uniforms `etas` [m] given, no read:
+    every h_t computed and capped, eta_t < h_t, t*. Rows as `stop_law`'s ([m + 1, V], [m, V'])."""
+    m = omega.shape[-1]
+    h = capped_accept_probs(omega, target_rows[1:m], draft_rows[1:])
+    tau = last_success_on_device(etas < h)
+    return ScanOnDevice(h, tau, correction_on_device(omega, tau, target_rows, draft_rows))
+
+
 def last_success_on_device(succeeded: torch.Tensor) -> torch.Tensor:
     """`last_success` of coins decided on the device ([m] bool): t*, a 0-dim long, 0 if none."""
     return (succeeded.long() * torch.arange(1, succeeded.shape[-1] + 1, device=succeeded.device)).max()
