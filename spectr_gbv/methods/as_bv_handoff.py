@@ -95,10 +95,10 @@ def _gbv_remainder(
     scan = scan_block(rng, omega, work.target_probs[draft, rows], work.draft_probs[draft, rows], draft, start, every_h=True)
     tests += scan.tests
     final, kind = stop_law(omega, scan.tau, work.target_probs[draft, start:], work.draft_probs[draft, start:])
-    if small is not None and kind == "correction":
-        final = small.lift(final, inp.target_probs[draft, start + scan.tau])
-    elif kind == "bonus":
+    if kind == "bonus":  # on the full vocabulary
         final = inp.target_probs[draft, L]
+    elif small is not None:
+        final = small.lift(final, inp.target_probs[draft, start + scan.tau])
     return emit(inp, rng, draft, start + scan.tau, final, kind, tests, drafted)
 
 

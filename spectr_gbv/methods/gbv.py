@@ -186,12 +186,13 @@ def decide(inp: VerifyInput, generator: torch.Generator) -> torch.Tensor:
     """`verify` on tensors: every h_t computed (no shortcut: no host read to skip one), the
     same coins (eta_t < omega_t and eta_t < h_t, as `scan_coins` decides them), t*, then Y."""
     L = inp.draft_length
-    omega, h = scan_probs(inp)
+    omega = scan_weights(inp)
     uniforms = torch_uniforms(generator, L, omega.device)
-    tau = last_success_on_device((uniforms < omega) & (uniforms < h))
     target = inp.target_probs[0]
-    final = torch.where(tau == L, target[L], correction_on_device(omega, tau, target, inp.draft_probs[0]))
-    return decision(inp, 0, tau, final, torch_uniforms(generator, 1, omega.device)[0])
+    # eta_t < min(h_t, omega_t): the capped h of `scan_on_device` decides as eta_t < omega_t and eta_t < h_t
+    scan = scan_on_device(omega, target, inp.draft_probs[0], uniforms)
+    final = torch.where(scan.tau == L, target[L], scan.correction)
+    return decision(inp, 0, scan.tau, final, torch_uniforms(generator, 1, omega.device)[0])
 
 
 @dataclass(frozen=True)
