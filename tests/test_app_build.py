@@ -24,13 +24,20 @@ def test_demo_builds_with_every_view():
 
 
 @pytest.mark.parametrize("method", ["ar", *METHODS])
-def test_toy_world_streams_and_colours_every_token(method):
+def test_toy_world_streams_and_colours_every_token(method, monkeypatch):
+    monkeypatch.setattr(generate, "UPDATE_EVERY_S", 0.0)  # no coalescing: every iteration shown
     steps = list(generate.generate_stream("toy", "the cat", method, 3, 4, 0.8, 25, 1))
     html, line, data, state, *_ = steps[-1]
     assert len(steps) == data["target_calls"] + 1  # one partial update per iteration, then the final one
     assert html.count('class="tok ') == 25 == data["new_tokens"]
     assert data["method"] == method and data["block_efficiency"] >= 1.0
     assert state.record.tokens == inputs.get_pair("toy").encode(data["text"])
+
+
+def test_streamed_updates_are_coalesced_and_the_last_one_always_comes(monkeypatch):
+    monkeypatch.setattr(generate, "UPDATE_EVERY_S", 3600.0)  # a run faster than the pace: only its final update
+    steps = list(generate.generate_stream("toy", "the cat", "gbv", 3, 4, 0.8, 25, 1))
+    assert len(steps) == 1 and steps[0][2]["new_tokens"] == 25
 
 
 def test_explorer_steps_through_the_stored_run():

@@ -249,30 +249,32 @@ def _client(url: str, address: str) -> Client:
     return Client(url, verbose=False, headers={"X-Forwarded-For": address})
 
 
-def test_a_toy_request_never_waits_behind_model_runs_and_other_visitors_get_their_turn(server):
-    fairness = visitors.Fairness(model_slots=2, model_waiting=4, teaching_slots=4, teaching_waiting=8,
-                                 visitor_waiting=2, proxy_hops=1)
+def test_a_toy_request_never_waits_behind_model_runs_and_other_addresses_get_their_turn(server):
+    fairness = visitors.Fairness(model_slots=2, model_waiting=8, teaching_slots=4, teaching_waiting=8,
+                                 visitor_waiting=1, proxy_hops=1)
     url, _demo, _ = server(fairness, cost="sleep", seconds=0.004)
     line, starts = visitors.LINES["model"], []  # the order in which visitors got a model slot
     enter = line.enter
 
     def recording_enter(visitor, *args, **kwargs):
         ticket = enter(visitor, *args, **kwargs)
-        starts.append(visitor)
+        starts.append(visitor.address)
         return ticket
 
     line.enter = recording_enter
     heavy = ["default", "the cat", "sd", 2, 4, 0.8, 120, 0]  # about 2 s of sleeping model calls a run
-    a, b, d = _client(url, "203.0.113.1"), _client(url, "203.0.113.2"), _client(url, "203.0.113.4")
-    a_jobs = [a.submit(*heavy, api_name="/generate") for _ in range(3)]  # one running, two waiting: A's cap
+    school = [_client(url, "203.0.113.1") for _ in range(3)]  # three pages behind one address
+    a_jobs = [page.submit(*heavy[:-1], seed, api_name="/generate") for seed, page in enumerate(school)]
     time.sleep(0.5)
-    b_job = b.submit(*heavy, api_name="/generate")  # the second slot
+    b_job = _client(url, "203.0.113.2").submit(*heavy[:-1], 20, api_name="/generate")  # another address
     time.sleep(0.5)
     running, waiting = visitors.LINES["model"].counts()
     assert (running, waiting) == (2, 2)
-    with pytest.raises(Exception, match="already have 3 model runs going or waiting"):
-        a.predict(*heavy, api_name="/generate")  # over A's cap: refused at once, with the reason
-    d_job = d.submit(*heavy, api_name="/generate")  # another visitor is admitted while A is at its cap
+    again = school[0].submit(*heavy[:-1], 10, api_name="/generate")  # its second: waiting, the page's one place
+    time.sleep(0.3)
+    with pytest.raises(Exception, match="this page already has 2 model runs going or waiting"):
+        school[0].predict(*heavy[:-1], 11, api_name="/generate")  # a third from that page: refused, with the reason
+    d_job = _client(url, "203.0.113.4").submit(*heavy[:-1], 21, api_name="/generate")  # another address, admitted
     c = _client(url, "203.0.113.3")
     latencies = []
     for seed in range(8):
@@ -287,16 +289,16 @@ def test_a_toy_request_never_waits_behind_model_runs_and_other_visitors_get_thei
         finished[name] = (job.result(timeout=120)[2]["new_tokens"], time.monotonic())
 
     waiters = [threading.Thread(target=wait, args=item) for item in
-               [("a1", a_jobs[0]), ("a2", a_jobs[1]), ("a3", a_jobs[2]), ("b", b_job), ("d", d_job)]]
+               [("a1", a_jobs[0]), ("a2", a_jobs[1]), ("a3", a_jobs[2]), ("a4", again), ("b", b_job), ("d", d_job)]]
     for waiter in waiters:
         waiter.start()
     for waiter in waiters:
         waiter.join(130)
-    assert sorted(finished) == ["a1", "a2", "a3", "b", "d"] and all(n == 120 for n, _ in finished.values())
-    # A freed slots go to the first waiting visitor with nothing running: D starts before A's third
-    # run (asserted on the start order: when runs finish depends on the machine's load)
-    a_starts = [i for i, v in enumerate(starts) if v == "203.0.113.1"]
-    assert len(a_starts) == 3 and starts.index("203.0.113.4") < a_starts[2], starts
+    assert sorted(finished) == ["a1", "a2", "a3", "a4", "b", "d"] and all(n == 120 for n, _ in finished.values())
+    # Turns go round-robin across addresses: D, which came after the school's four, starts before the school's
+    # third and fourth (asserted on the start order: when runs finish depends on the machine's load)
+    school_starts = [i for i, address in enumerate(starts) if address == "203.0.113.1"]
+    assert len(school_starts) == 4 and starts.index("203.0.113.4") < school_starts[2], starts
 
 
 # ----------------------------------------------------------------- words, and the log

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from concurrent.futures import ThreadPoolExecutor
 import logging
 import types
 
@@ -72,16 +73,40 @@ def test_the_bucket_allows_a_burst_then_its_rate():
     assert [buckets.take("a") for _ in range(4)][-1] > 0  # refilled up to the burst, no further
 
 
-def test_a_visitor_with_its_events_in_the_queue_is_refused(monkeypatch):
-    monkeypatch.setattr(visitors, "FAIR", dataclasses.replace(visitors.FAIR, proxy_hops=1, visitor_events=2))
-    events = {str(i): types.SimpleNamespace(request=_request("203.0.113.5")) for i in range(2)}
+def _door_with_events(monkeypatch, events, **fair):
+    monkeypatch.setattr(visitors, "FAIR", dataclasses.replace(visitors.FAIR, proxy_hops=1, **fair))
     fn = types.SimpleNamespace(api_name="generate", api_visibility="public", fn=lambda: None, cancels=[], inputs=[])
     demo = types.SimpleNamespace(_queue=types.SimpleNamespace(event_ids_to_events=events), fns={21: fn})
-    door = gate.JoinGate(None, demo)
-    body = json.dumps({"fn_index": 21, "data": [], "session_hash": "s"}).encode()
-    door._admit("203.0.113.6", "queue/join", body)  # someone else: admitted
-    with pytest.raises(gate.Refusal, match="already have 2 requests waiting or running .*per visitor"):
-        door._admit("203.0.113.5", "queue/join", body)
+    return gate.JoinGate(None, demo)
+
+
+def _body(session: str) -> bytes:
+    return json.dumps({"fn_index": 21, "data": [], "session_hash": session}).encode()
+
+
+def test_a_session_with_its_events_in_the_queue_is_refused_and_its_classmates_are_not(monkeypatch):
+    events = {str(i): types.SimpleNamespace(request=_request("203.0.113.5"), session_hash="s") for i in range(2)}
+    door = _door_with_events(monkeypatch, events, visitor_events=2)
+    door._admit("203.0.113.6", "queue/join", _body("s"))  # another address: admitted
+    door._admit("203.0.113.5", "queue/join", _body("t"))  # another session at the same address: admitted
+    with pytest.raises(gate.Refusal, match="this page already has 2 requests waiting or running .*per page"):
+        door._admit("203.0.113.5", "queue/join", _body("s"))
+
+
+def test_an_address_with_its_events_in_the_queue_is_refused_whatever_the_session(monkeypatch):
+    events = {str(i): types.SimpleNamespace(request=_request("203.0.113.5"), session_hash=f"s{i}") for i in range(5)}
+    door = _door_with_events(monkeypatch, events, visitor_events=2, address_events=5)
+    with pytest.raises(gate.Refusal, match="your network address already has 5 requests .*per address"):
+        door._admit("203.0.113.5", "queue/join", _body("new"))
+    door._admit("203.0.113.6", "queue/join", _body("new"))  # another address: admitted
+
+
+def test_a_class_of_60_pressing_at_once_behind_one_address_passes_the_door(monkeypatch):
+    door = _door_with_events(monkeypatch, {})
+    for student in range(60):  # each page's joins: the default per-session and per-address buckets
+        door._admit("203.0.113.9", "queue/join", _body(f"student{student}"))
+    flooder = [door.buckets.take(("203.0.113.10", "one")) for _ in range(visitors.FAIR.join_burst + 1)]
+    assert flooder[-1] > 0  # one page still has its own burst
 
 
 # ------------------------------------------------------------------------ a server
@@ -159,11 +184,12 @@ def test_joins_over_the_rate_are_refused_with_a_retry_time_and_others_are_not(se
     body = {"data": [], "fn_index": fidelity, "session_hash": "rate"}  # refused after the rate check: no work queued
     burst = visitors.FAIR.join_burst
     with caplog.at_level(logging.INFO, logger="spectr_gbv.gate"):
-        answers = [_join(url, body, "192.0.2.40") for _ in range(burst + 3)]
+        with ThreadPoolExecutor(4) as pool:  # at once: a loaded machine's slow answers would refill the bucket
+            answers = list(pool.map(lambda _: _join(url, body, "192.0.2.40"), range(burst + 8)))
     statuses = [a.status_code for a in answers]
-    assert statuses[:burst] == [422] * burst and 429 in statuses[burst:], statuses  # (a token refills every 0.5 s)
+    assert statuses.count(422) >= burst and 429 in statuses, statuses  # (a token refills every 0.5 s)
     refused = next(a for a in answers if a.status_code == 429)
-    assert "too many requests from your address" in refused.json()["detail"]
+    assert "too many requests: at most" in refused.json()["detail"]
     assert int(refused.headers["retry-after"]) >= 1
     assert _join(url, body, "192.0.2.41").status_code == 422  # another visitor: its own bucket
     lines = [r for r in caplog.records if r.name == "spectr_gbv.gate" and "192.0.2.40" in r.getMessage()]

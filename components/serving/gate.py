@@ -8,10 +8,11 @@ builds (launch passes it through `app_kwargs`); on the routes that queue work
 (`/gradio_api/queue/join`, `/gradio_api/call/<endpoint>`) it answers at once, without a queue
 slot, when
 
-* the visitor's join rate is over its token bucket (`joins_per_minute`, refilled steadily,
-  up to `join_burst` at once): HTTP 429 with Retry-After;
-* the visitor already has `visitor_events` events in Gradio's queue, waiting or running,
-  all events together: HTTP 429;
+* the session's join rate is over its token bucket (`joins_per_minute`, refilled steadily,
+  up to `join_burst` at once), or its address's over the address's (`address_joins_per_minute`,
+  `address_join_burst`: a class of 60 pressing at once fits): HTTP 429 with Retry-After;
+* the session already has `visitor_events` events in Gradio's queue, waiting or running,
+  all events together, or its address `address_events`: HTTP 429;
 * the join itself is malformed: a session hash over SESSION_HASH_CHARS (400), an event
   index the app does not have, or one that runs in the browser only (404), or a wrong
   number of arguments (422, naming the endpoint's signature; the public endpoints take
@@ -25,7 +26,9 @@ the values themselves (components.wiring.private).
 
 It also refuses every upload (the app has no file input, so nothing is ever written to
 Gradio's cache) and over-long session hashes on the event stream and heartbeat routes.
-The visitor is the key of components.serving.visitors (`visitor_of`, with its proxy hops).
+A visitor is a session (the join's session hash) at an address (`visitor_of`, with its proxy
+hops), as in components.serving.visitors; the session hash is the client's choice, so the
+address's own bucket and events bound what any number of sessions can send.
 A 429 is held back up to HOLD_S seconds before it is sent, so a client that retries at once
 cannot spend the server's CPU on refusals. Refusals are logged at INFO, one line per visitor
 and reason every LOG_EVERY_S seconds (with the count), so a flood does not flood the log.
@@ -100,8 +103,9 @@ class JoinGate:
     def __init__(self, app, demo):
         self.app, self.demo = app, demo
         fair = visitors.FAIR
-        self.buckets = Buckets(fair.joins_per_minute, fair.join_burst)
-        self.joining: dict[str, int] = {}  # visitor -> joins passed on to Gradio and not yet answered
+        self.buckets = Buckets(fair.joins_per_minute, fair.join_burst)  # per session
+        self.address_buckets = Buckets(fair.address_joins_per_minute, fair.address_join_burst)
+        self.joining: dict[tuple[str, str], int] = {}  # (address, session) -> joins passed on, not yet answered
         self._logged: dict[tuple[str, str], tuple[float, int]] = {}  # (visitor, reason) -> (last line, since)
         self.held: dict[str, int] = {}  # visitor -> 429s being held back
 
@@ -121,14 +125,14 @@ class JoinGate:
                 _check_session_hash(route.partition("/")[2])
             if method == "POST" and _is_join(route):
                 body = await _read_body(receive)
-                self._admit(visitor, route, body)
-                self.joining[visitor] = self.joining.get(visitor, 0) + 1
+                session = self._admit(visitor, route, body)
+                self.joining[session] = self.joining.get(session, 0) + 1
                 try:
                     return await self.app(scope, _replay(body, receive), send)
                 finally:
-                    self.joining[visitor] -= 1
-                    if not self.joining[visitor]:
-                        del self.joining[visitor]
+                    self.joining[session] -= 1
+                    if not self.joining[session]:
+                        del self.joining[session]
             if method == "POST" and _is_direct_call(route):
                 body = await _read_body(receive)
                 self._check_call(route, body)
@@ -146,20 +150,29 @@ class JoinGate:
             return await _answer(send, refusal)
         return await self.app(scope, receive, send)
 
-    def _admit(self, visitor: str, route: str, body: bytes) -> None:
-        """Refusal unless this join may go on to Gradio's queue."""
+    def _admit(self, address: str, route: str, body: bytes) -> tuple[str, str]:
+        """Refusal unless this join may go on to Gradio's queue; else its (address, session)."""
         fair = visitors.FAIR
-        wait = self.buckets.take(visitor)
+        session = (address, _session_of(body))
+        wait = max(self.buckets.take(session), self.address_buckets.take(address))
         if wait:
-            raise Refusal(429, f"too many requests from your address: at most {fair.join_burst} at once and "
-                               f"{fair.joins_per_minute} a minute: "
+            raise Refusal(429, f"too many requests: at most {fair.join_burst} at once and {fair.joins_per_minute} a "
+                               f"minute from one page, {fair.address_join_burst} at once and "
+                               f"{fair.address_joins_per_minute} a minute from one network address: "
                                f"try again in {math.ceil(wait)} s", retry_after=wait, reason="rate")
         self._check_call(route, body)
-        mine = self.joining.get(visitor, 0) + self._queued(visitor)
+        mine, ours = self._queued(session)
+        mine += self.joining.get(session, 0)
+        ours += sum(n for (where, _), n in self.joining.items() if where == address)
         if mine >= fair.visitor_events:
-            raise Refusal(429, f"you already have {mine} requests waiting or running (at most {fair.visitor_events} "
-                               "per visitor): wait for one to finish",
+            raise Refusal(429, f"this page already has {mine} requests waiting or running (at most "
+                               f"{fair.visitor_events} per page): wait for one to finish",
                           retry_after=2, reason="events")
+        if ours >= fair.address_events:
+            raise Refusal(429, f"your network address already has {ours} requests waiting or running (at most "
+                               f"{fair.address_events} per address): wait for some to finish",
+                          retry_after=2, reason="address events")
+        return session
 
     def _check_call(self, route: str, body: bytes) -> None:
         """Refusal unless the body names an event of the app (one with a Python function) and its arguments."""
@@ -198,12 +211,17 @@ class JoinGate:
                                + ", ".join(f"/{name}" for name in PUBLIC), reason="no such event")
         return found
 
-    def _queued(self, visitor: str) -> int:
-        """The visitor's events in Gradio's queue: waiting or running, all events together."""
+    def _queued(self, session: tuple[str, str]) -> tuple[int, int]:
+        """The session's events in Gradio's queue, and its address's: waiting or running, all events together."""
         queue = getattr(self.demo, "_queue", None)
         events = getattr(queue, "event_ids_to_events", None) or {}
         hops = visitors.FAIR.proxy_hops
-        return sum(visitors.visitor_of(event.request, hops) == visitor for event in list(events.values()))
+        mine = ours = 0
+        for event in list(events.values()):
+            if visitors.visitor_of(event.request, hops) == session[0]:
+                ours += 1
+                mine += getattr(event, "session_hash", None) == session[1]
+        return mine, ours
 
     def _log(self, visitor: str, route: str, refusal: Refusal) -> None:
         key, now = (visitor, refusal.reason), time.monotonic()
@@ -216,6 +234,16 @@ class JoinGate:
         self._logged[key] = (now, 0)
         if len(self._logged) > MAX_VISITORS:
             self._logged.clear()
+
+
+def _session_of(body: bytes) -> str:
+    """The join's session hash ('' where it has none: /call's, which Gradio gives a session of its own)."""
+    try:
+        payload = json.loads(body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    session = payload.get("session_hash") if isinstance(payload, dict) else None
+    return session[:SESSION_HASH_CHARS] if isinstance(session, str) else ""
 
 
 def _is_join(route: str) -> bool:

@@ -140,14 +140,29 @@ _CLIENT_ALIVE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.C
                                                                                            default=None)
 
 
+# Whether the request's run was cut short (a budget, a Stop): a one-item list set around a handler's
+# work (components.visitors.served), marked by `mark_cut` (a Budget that runs out, a view's Stop).
+# Only a run that was not cut is kept for identical requests (components.serving.shared_runs).
+_RUN_CUT: contextvars.ContextVar[list | None] = contextvars.ContextVar("spectr_gbv_run_cut", default=None)
+
+
 @contextlib.contextmanager
-def watching_client(alive: Callable[[], bool] | None):
-    """Within this block, a new Budget stops its request (ClientGone) once `alive()` is false."""
-    token = _CLIENT_ALIVE.set(alive)
+def watching_client(alive: Callable[[], bool] | None, cut: list | None = None):
+    """Within this block, a new Budget stops its request (ClientGone) once `alive()` is false, and a
+    run cut short marks `cut[0]`."""
+    token, cut_token = _CLIENT_ALIVE.set(alive), _RUN_CUT.set(cut)
     try:
         yield
     finally:
+        _RUN_CUT.reset(cut_token)
         _CLIENT_ALIVE.reset(token)
+
+
+def mark_cut() -> None:
+    """The run being served was cut short (its output is not what the request alone would always give)."""
+    cell = _RUN_CUT.get()
+    if cell is not None:
+        cell[0] = True
 
 
 class Budget:
@@ -168,13 +183,16 @@ class Budget:
 
     def tick(self, iterations: int = 1) -> None:
         if self.client_alive is not None and not self.client_alive():
+            mark_cut()
             raise ClientGone(f"the visitor left; the request was stopped after {self.iterations} steps")
         self.iterations += iterations
         if self.iterations > self.limits.iterations:
+            mark_cut()
             raise BudgetSpent(
                 f"this request needs more than {self.limits.iterations} decoding iterations per request"
             )  # without advice: each view adds its own (components.wiring.budget_stops.ADVICE)
         if time.monotonic() > self.deadline:
+            mark_cut()
             limit = (f"this server's limit of {self.limits.seconds} s per request" if self.gpu_seconds is None
                      else f"the {self.gpu_seconds:.0f} s of GPU time it asked for")
             raise BudgetSpent(f"this request ran past {limit} and was stopped")

@@ -33,7 +33,7 @@ def run_order(methods: list[str]) -> list[str]:
     return sorted(methods, key=lambda m: m != DEFAULT_METHOD)
 
 
-@visitors.served(translate_error, COMPARE)
+@visitors.served(translate_error, COMPARE, estimate=fix_buttons.line_estimate("compare"))
 @gpu.on_gpu(gpu.compare_cost)
 @user_errors
 def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, max_new_tokens, seed, coupled,

@@ -49,7 +49,7 @@ class Checked(NamedOutputs):
     data: object = skip()
 
 
-@visitors.served(translate_error, FIDELITY)
+@visitors.served(translate_error, FIDELITY, estimate=fix_buttons.line_estimate("fidelity"))
 @gpu.on_gpu(gpu.fidelity_cost)
 @user_errors
 def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens,

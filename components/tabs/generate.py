@@ -5,6 +5,7 @@ explorer shows its first iteration."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import gradio as gr
@@ -30,6 +31,9 @@ from ..wiring.runs import STOPS, Stop, header_line, ignored_settings, method_nam
 from ..wiring.settings import check_method, check_pair_key, number, settings
 from ..render.text import UNTIMED_NOTE, metrics_line, provenance_html
 from ..render.words import how_to_read
+
+
+UPDATE_EVERY_S = 0.1  # streamed updates are coalesced to at most one per this (the last one always comes)
 
 
 @dataclass
@@ -61,7 +65,7 @@ def _add_display_strings(texts: dict[int, str], it, token_text) -> dict[int, str
     return texts
 
 
-@visitors.served(translate_error, GENERATE)
+@visitors.served(translate_error, GENERATE, estimate=fix_buttons.line_estimate("generate"))
 @gpu.on_gpu(gpu.generate_cost)
 @user_errors
 def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed,
@@ -83,6 +87,7 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
                "draft_length": base.draft_length, "temperature": base.temperature, "seed": base.seed,
                "served": serving_mode(pair.target)}  # read as the run starts: its sessions keep that mode
     iterations, produced, budget, texts, stop = [], 0, Budget(), {}, None
+    shown = time.monotonic()  # when the output was last updated (the first update after UPDATE_EVERY_S)
     timed = not pair.info.teaching  # the teaching pairs are lookup tables: their timings mean nothing
     progress(0, desc="decoding")
     try:
@@ -91,11 +96,13 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
             iterations.append(it)
             produced += len(it.emitted)
             _add_display_strings(texts, it, pair.token_text)
-            progress(produced / config.max_new_tokens, desc=f"{produced} / {config.max_new_tokens} tokens")
-            partial = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
-            state = RunState(pair.info.key, partial, texts, heading, config.max_new_tokens)
-            yield Generated(output=provenance_html(partial, pair.token_text),
-                            metrics_line=header_line(**heading) + metrics_line(partial, timed), state=state)
+            if time.monotonic() - shown >= UPDATE_EVERY_S:  # at most ~10 updates a second: each is drawn and sent
+                progress(produced / config.max_new_tokens, desc=f"{produced} / {config.max_new_tokens} tokens")
+                partial = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
+                state = RunState(pair.info.key, partial, texts, heading, config.max_new_tokens)
+                yield Generated(output=provenance_html(partial, pair.token_text),
+                                metrics_line=header_line(**heading) + metrics_line(partial, timed), state=state)
+                shown = time.monotonic()
             if STOPS.take(session):
                 stop = Stop(produced, config.max_new_tokens, "tokens", "you pressed Stop")
                 break

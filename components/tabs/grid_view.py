@@ -186,7 +186,14 @@ def plan_of(run) -> GridPlan:
                     cell_value, rule, baseline)
 
 
-@visitors.served(translate_error, GRID)
+def grid_seconds_of(plan: GridPlan) -> float:
+    """The grid's expected seconds (its place in line), at most the server's time budget."""
+    seconds = grid_size.grid_seconds(plan.pair_key, plan.drafts, plan.lengths, plan.tokens, plan.prompts,
+                                     max(len(plan.methods), 1))
+    return min(seconds, float(limits.LIMITS.seconds))
+
+
+@visitors.served(translate_error, GRID, estimate=lambda run: grid_seconds_of(plan_of(run)))
 @gpu.on_gpu(gpu.grid_cost)
 @user_errors
 def run_grid(pair_key, methods, grid_drafts, grid_lengths, temperature, num_prompts, grid_tokens, cell_value, rule,

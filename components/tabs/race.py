@@ -172,7 +172,7 @@ def _standing(race: Race, method: str) -> str:
     return text
 
 
-@visitors.served(translate_error, RACE)
+@visitors.served(translate_error, RACE, estimate=fix_buttons.line_estimate("race"))
 @gpu.on_gpu(race_cost)
 @user_errors
 def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed,

@@ -54,7 +54,7 @@ def parse_values(axis: str, text) -> list[float]:
     return [number(f"sweep value for {axis}", p, low, high, integer) for p in parts]
 
 
-@visitors.served(translate_error, SWEEP)
+@visitors.served(translate_error, SWEEP, estimate=lambda run: fix_buttons.line_estimate("sweep", parse_values)(run))
 @gpu.on_gpu(gpu.sweep_cost)
 @user_errors
 def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length, temperature, max_new_tokens, seed,

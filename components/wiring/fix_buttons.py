@@ -128,3 +128,13 @@ def _applier(view: str, names: list[str], setting: str, parse_values: Callable |
     apply.__name__ = f"fix_{view}_{setting}"
     return apply
 
+
+
+def line_estimate(view: str, parse_values: Callable | None = None) -> Callable:
+    """A request's expected seconds as it arrives, for its place in line (components.serving.visitors.served): the
+    pre-start check's estimate of its raw inputs, at most the server's time budget (a run is stopped there)."""
+
+    def seconds(run) -> float:
+        return min(plan_of(view, vars(run), parse_values).seconds(), cost.budget_seconds())
+
+    return seconds

@@ -23,6 +23,7 @@ from spectr_gbv.intervals import t_interval
 from spectr_gbv.pairs import PAIRS
 
 from ..render.chart_layout import fit_top
+from ..serving import limits
 from ..render.speedup_figure import NOISY_AR_SPREAD, Speedup  # noqa: F401 - the record speedup_of makes
 
 MAX_REPEATS = 10
@@ -58,6 +59,9 @@ class Stop:
     total: int
     unit: str
     reason: str
+
+    def __post_init__(self):
+        limits.mark_cut()  # a stopped run is not kept for identical requests (components.serving.shared_runs)
 
     def text(self) -> str:
         return f"stopped at {self.done} / {self.total} {self.unit}: {self.reason}"
