@@ -85,8 +85,10 @@ HOW_TO_READ = {
                 "bars stay within the bands; the title says whether the whole law is inside or OUTSIDE the noise.",
     "grid": "Each cell is one K (row) and L (column) at the sidebar's T: the best exact rule's E[tau | drafts] (draft "
             "tokens kept per iteration, the coins integrated out; hardware-free) or one rule's gain over another, "
-            "averaged over the prompts. Hover for the rule and the paired 95 % interval over prompts; **~** marks a "
-            "tie within noise (the interval reaches 0). A single-draft rule (SD, GBV) ignores K: it judges the first "
+            "averaged over the prompts, named by its rule. Hover for the paired 95 % intervals over prompts; **~**: "
+            "the best ties the runner-up (that interval covers 0); **=**: no gain over the baseline (that interval "
+            "covers 0); a grey cell: too few prompts to rank (every rule's interval against the best covers 0). "
+            "A single-draft rule (SD, GBV) ignores K: it judges the first "
             "draft alone.",
 }
 
