@@ -82,7 +82,9 @@ HOW_TO_READ = {
              "sample: differences smaller than the jumps between neighbouring points are not a trend.",
     "fidelity": "For each outcome of the first tokens: the target's exact probability (with the 95 % band that "
                 "sampling noise alone allows for N runs) next to how often the method produced it. An exact method's "
-                "bars stay within the bands; the title says whether the whole law is inside or OUTSIDE the noise.",
+                "bars stay within the bands; the title says whether the whole law is inside or OUTSIDE the noise. "
+                "An exact rule's measured TV is sampling noise (its true TV is 0); for the lossy rule the title gives its "
+                "exact TV where it can be enumerated, else what this N can detect: inside a wide band says nothing.",
     "grid": "Each cell is one K (row) and L (column) at the sidebar's T: the best exact rule's E[tau | drafts] (draft "
             "tokens kept per iteration, the coins integrated out; hardware-free) or one rule's gain over another, "
             "averaged over the prompts, named by its rule. Hover for the paired 95 % intervals over prompts; **~**: "
