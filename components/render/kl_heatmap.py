@@ -117,7 +117,7 @@ def key_lines(cells: Sequence[Cell], value: str) -> list[str]:
     """The key: what the cells show, then one line per mark the chart carries."""
     first = cells[0]
     shown = "its best exact rule" if first.rule == first.best or value == EXPECTED else method_label(first.rule)
-    what = "E[tau | drafts]" if value == EXPECTED else f"gain over {method_label(first.baseline)}"
+    what = "E[tau\u00a0|\u00a0drafts]" if value == EXPECTED else f"gain over {method_label(first.baseline)}"
     lines = [f"each cell: {shown} and its {what}"]
     if any(TIE_MARK in marks(c, value) for c in cells):
         lines.append(f"{TIE_MARK} ties the runner-up: the 95 % interval of best − runner-up covers 0")
