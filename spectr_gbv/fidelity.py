@@ -208,22 +208,23 @@ def verdict(result: FidelityResult, label: str, exact_rule: bool, bias: float | 
                     "a bug.")
         return Verdict(title, line, note)
     if bias is not None:
-        title = f"{label}: exact TV {bias:.3f}; measured {tv:.3f}, {where} the noise band"
+        title = f"{label}: exact TV {bias:.3f}, {where} the noise band"
+        measured = f"measured TV {tv:.3f}, band {band:.3f}"
         if band > bias:
             wide = (f"**At N = {runs} the noise band ({band:.3f}) is wider than the bias being tested** (this rule's "
                     f"exact TV here: {bias:.3f}, every draft, coin and draw enumerated): {detects}")
             if result.within_noise:
-                line = f"{detects}, above this rule's exact TV: raise N"
+                line = f"{measured}; {detects}, above this rule's exact TV: raise N"
                 note = f"{wide}, so inside the band proves nothing; raise N."
             else:
-                line = f"{detects}, above this rule's exact TV; outside here all the same"
+                line = f"{measured}; {detects}, above this rule's exact TV; outside all the same"
                 note = f"{wide}; this run is outside it all the same."
         else:
-            line = f"{detects}: this rule's exact TV {bias:.3f} is within its reach"
+            line = f"{measured}; {detects}: this rule's exact TV {bias:.3f} is within its reach"
             note = (f"The bias being tested: this rule's exact TV here is {bias:.3f} (every draft, coin and draw "
                     f"enumerated); {detects}.")
         return Verdict(title, line, note)
-    title = f"{label}: measured TV {tv:.3f}, {where} the noise band"
+    title = f"{label}: TV {tv:.3f}, {where} the noise band"
     why = f" (its exact bias here is not computed: {unknown_because})" if unknown_because else ""
     if result.within_noise:
         line = f"{detects}; inside says nothing about this rule here"

@@ -113,7 +113,7 @@ def test_the_released_rule_on_the_toy_world_at_the_tabs_defaults_says_what_n_can
     assert tab.known_bias("toy", RELEASED, base, 3, encode("the cat")) is None  # 8^8 draft pairs: not enumerated
     assert "too many to enumerate" in tab.bias_unknown_because("toy", RELEASED, base)
     words = tab.fidelity_verdict("toy", RELEASED, base, None, _result(RELEASED, 500, 0.113, 0.173))
-    assert words.title == "SpecTr-GBV as released (lossy): measured TV 0.113, inside the noise band"
+    assert words.title == "SpecTr-GBV as released (lossy): TV 0.113, inside the noise band"
     assert words.line == "at N = 500 this test detects a TV above 0.17; inside says nothing about this rule here"
     assert "inside says nothing about this rule here" in words.note and "not computed" in words.note
 
@@ -129,7 +129,8 @@ def test_the_released_rule_on_the_toy_world_says_its_exact_tv_where_enumeration_
     # The same enumeration gives an exact rule 0 on the same context: the machinery, checked where the answer is known.
     assert tab._enumerated_bias("toy", "spectr_gbv", 1, 2, 3, 0.7, prompt) == pytest.approx(0.0, abs=1e-9)
     narrow = tab.fidelity_verdict("toy", RELEASED, base, bias, _result(RELEASED, 500, 0.113, 0.173))
-    assert narrow.title.startswith(f"SpecTr-GBV as released (lossy): exact TV {bias:.3f}; measured 0.113, inside")
+    assert narrow.title == f"SpecTr-GBV as released (lossy): exact TV {bias:.3f}, inside the noise band"
+    assert narrow.line.startswith("measured TV 0.113, band 0.173; at N = 500 this test detects a TV above 0.17")
     assert "At N = 500 the noise band (0.173) is wider than the bias being tested" in narrow.note
     assert "inside the band proves nothing" in narrow.note
 
@@ -175,8 +176,9 @@ def test_the_released_rule_on_the_two_token_example_names_its_exact_tv():
     bias = tab.known_bias("two-token", RELEASED, base, 3, [0])
     assert bias == pytest.approx(1 / 9)
     words = tab.fidelity_verdict("two-token", RELEASED, base, bias, _result(RELEASED, 1000, 0.117, 0.047))
-    assert words.title == "SpecTr-GBV as released (lossy): exact TV 0.111; measured 0.117, OUTSIDE the noise band"
-    assert "exact TV 0.111 is within its reach" in words.line
+    assert words.title == "SpecTr-GBV as released (lossy): exact TV 0.111, OUTSIDE the noise band"
+    assert words.line == ("measured TV 0.117, band 0.047; at N = 1000 this test detects a TV above 0.05: this rule's "
+                          "exact TV 0.111 is within its reach")
 
 
 @pytest.mark.statistical
@@ -188,5 +190,5 @@ def test_show_the_lossy_rule_sets_an_example_where_it_fails_visibly():
     *_, (header, figure, data) = tab.run_fidelity(values["pair"], values["prompt"], values["method"], values["K"],
                                                   values["L"], values["T"], values["N"], values["first tokens"])
     assert data["within_noise"] is False and data["noise_tv_95"] < 1 / 9
-    assert figure.layout.title.text.startswith("SpecTr-GBV as released (lossy): exact TV 0.111; measured ")
-    assert "OUTSIDE the noise band" in figure.layout.title.text and "exact TV here is 0.111" in header
+    assert figure.layout.title.text == "SpecTr-GBV as released (lossy): exact TV 0.111, OUTSIDE the noise band"
+    assert "exact TV here is 0.111" in header
