@@ -192,3 +192,20 @@ def test_show_the_lossy_rule_sets_an_example_where_it_fails_visibly():
     assert data["within_noise"] is False and data["noise_tv_95"] < 1 / 9
     assert figure.layout.title.text == "SpecTr-GBV as released (lossy): exact TV 0.111, OUTSIDE the noise band"
     assert "exact TV here is 0.111" in header
+
+
+@pytest.mark.unit
+def test_the_show_the_lossy_rule_button_sets_its_example_then_presses_check_fidelity():
+    import app
+    from components.tabs import fidelity as tab
+
+    demo = app.build_demo()
+    (button,) = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "fidelity-lossy-example"]
+    assert button.value == "Show the lossy rule"
+    (index, setting), = [(i, fn) for i, fn in demo.fns.items() if any(t[0] == button._id for t in fn.targets)]
+    # What it sets: one control per value of the example, in its order, to the example's values.
+    values = tab.lossy_example()
+    assert len(setting.outputs) == len(values)
+    assert [u["value"] for u in setting.fn()] == list(values.values())
+    (pressing,) = [fn for fn in demo.fns.values() if fn.trigger_after == index]
+    assert "fidelity-button" in pressing.js and pressing.api_visibility == "private" == setting.api_visibility
