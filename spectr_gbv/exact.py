@@ -155,7 +155,6 @@ def total_variation_to_target(law: dict[tuple[int, ...], float], target: dict[tu
     return 0.5 * sum(abs(law.get(w, 0.0) - target.get(w, 0.0)) for w in keys)
 
 
-
 def first_tokens_law(
     method: MethodSpec, target_fn: DistributionFn, draft_fn: DistributionFn, num_drafts: int, draft_length: int,
     num_tokens: int,
@@ -163,7 +162,29 @@ def first_tokens_law(
     """Exact law of the first `num_tokens` tokens a run emits, for a context-free pair (every
     iteration then has the same law, `iteration_law`): what a fidelity check of `num_tokens`
     tokens measures. Its total variation to `target_law(target_fn, num_tokens)` is the method's bias there."""
-    step = iteration_law(method, target_fn, draft_fn, num_drafts, draft_length).emitted
+    return first_tokens_law_after(method, target_fn, draft_fn, num_drafts, draft_length, num_tokens, (),
+                                  state=lambda context: ())
+
+
+def first_tokens_law_after(
+    method: MethodSpec, target_fn: DistributionFn, draft_fn: DistributionFn, num_drafts: int, draft_length: int,
+    num_tokens: int, prompt: Sequence[int], state: Callable[[tuple[int, ...]], object] = lambda context: context,
+) -> dict[tuple[int, ...], float]:
+    """Exact law of the first `num_tokens` tokens a run emits after `prompt`, for a pair whose
+    distribution functions read the whole context (prompt, then the tokens emitted). Each iteration
+    starts where the emitted tokens left the context and is enumerated by `iteration_law` there;
+    `state(context)` names what the laws depend on (a Markov pair: its last token), so contexts with
+    the same state share one enumeration."""
+    prompt = tuple(prompt)
+    steps: dict[object, dict[tuple[int, ...], float]] = {}
+
+    def step(context: tuple[int, ...]) -> dict[tuple[int, ...], float]:
+        key = state(context)
+        if key not in steps:
+            steps[key] = iteration_law(method, lambda c: target_fn(context + tuple(c)),
+                                       lambda c: draft_fn(context + tuple(c)), num_drafts, draft_length).emitted
+        return steps[key]
+
     law: dict[tuple[int, ...], float] = {(): 1.0}
     while any(len(prefix) < num_tokens for prefix in law):
         grown: dict[tuple[int, ...], float] = defaultdict(float)
@@ -171,7 +192,14 @@ def first_tokens_law(
             if len(prefix) >= num_tokens:
                 grown[prefix] += mass
                 continue
-            for tokens, prob in step.items():
+            for tokens, prob in step(prompt + prefix).items():
                 grown[(prefix + tokens)[:num_tokens]] += mass * prob
         law = dict(grown)
     return law
+
+
+def target_law_after(target_fn: DistributionFn, length: int, prompt: Sequence[int]) -> dict[tuple[int, ...], float]:
+    """The target's own law of its first `length` tokens after `prompt` (`target_law` for a context-free pair)."""
+    prompt = tuple(prompt)
+    vocab = len(target_fn(prompt))
+    return {w: sequence_prob(w, target_fn, prompt) for w in itertools.product(range(vocab), repeat=length)}

@@ -170,3 +170,67 @@ def fidelity_result(target: LanguageModel, prompt_ids: Sequence[int], config: De
     else:
         p_value = float("nan")
     return FidelityResult(config.method, num_runs, num_tokens, rows, unobserved, tv, _noise_tv_95(exact, num_runs), p_value)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a fidelity result says about its rule, in words that never read sampling noise as a bias."""
+
+    title: str  # the chart's title: the rule, the measured TV and the band (always named together)
+    line: str  # the sentence under it: what the TV means here, or what this N can and cannot detect
+    note: str  # the header's markdown: the same, at length
+
+
+def verdict(result: FidelityResult, label: str, exact_rule: bool, bias: float | None = None,
+            unknown_because: str = "") -> Verdict:
+    """The verdict on `result` for the rule named `label`.
+
+    An exact rule's true TV is 0 (`bias` is ignored): its measured TV is shown with the band as
+    sampling noise, never as a bias. A lossy rule's exact TV (`bias`, where enumeration gives it)
+    is named beside the measured one, with whether this N can see it; where it is unknown
+    (`unknown_because` says why), "inside" is said to say nothing about the rule, only what a TV
+    this N detects (the band)."""
+    tv, band, runs = result.total_variation, result.noise_tv_95, result.num_runs
+    where = "inside" if result.within_noise else "OUTSIDE"
+    detects = f"at N = {runs} this test detects a TV above {band:.2f}"
+    if exact_rule:
+        if result.within_noise:
+            title = f"{label}: measured TV {tv:.3f}, sampling noise: inside the noise band"
+            line = f"an exact rule's true TV is 0; band {band:.3f} at N = {runs}"
+            note = (f"An exact rule's true TV is 0 (its exact bias: 0). The measured TV {tv:.3f} is sampling noise "
+                    f"from N = {runs} runs, inside the band {band:.3f} that N exact samples exceed only 5 % of the "
+                    "time: compare it with the band, never with a lossy rule's exact TV.")
+        else:
+            title = f"{label}: measured TV {tv:.3f}, OUTSIDE the noise band"
+            line = f"an exact rule's true TV is 0; band {band:.3f}: exceeded by chance in 5 % of runs"
+            note = (f"An exact rule's true TV is 0 (its exact bias: 0), yet the measured TV {tv:.3f} is above the "
+                    f"band {band:.3f}: N exact samples do that 5 % of the time; if it repeats at other N, suspect "
+                    "a bug.")
+        return Verdict(title, line, note)
+    if bias is not None:
+        title = f"{label}: exact TV {bias:.3f}, {where} the noise band"
+        measured = f"measured TV {tv:.3f}, band {band:.3f}"
+        if band > bias:
+            wide = (f"**At N = {runs} the noise band ({band:.3f}) is wider than the bias being tested** (this rule's "
+                    f"exact TV here: {bias:.3f}, every draft, coin and draw enumerated): {detects}")
+            if result.within_noise:
+                line = f"{measured}; {detects}, above this rule's exact TV: raise N"
+                note = f"{wide}, so inside the band proves nothing; raise N."
+            else:
+                line = f"{measured}; {detects}, above this rule's exact TV; outside all the same"
+                note = f"{wide}; this run is outside it all the same."
+        else:
+            line = f"{measured}; {detects}: this rule's exact TV {bias:.3f} is within its reach"
+            note = (f"The bias being tested: this rule's exact TV here is {bias:.3f} (every draft, coin and draw "
+                    f"enumerated); {detects}.")
+        return Verdict(title, line, note)
+    title = f"{label}: TV {tv:.3f}, {where} the noise band"
+    why = f" (its exact bias here is not computed: {unknown_because})" if unknown_because else ""
+    if result.within_noise:
+        line = f"{detects}; inside says nothing about this rule here"
+        note = f"**{detects[0].upper()}{detects[1:]}**; inside says nothing about this rule here{why}."
+    else:
+        line = f"above what N = {runs} exact samples reach 95 % of the time ({band:.3f}): biased"
+        note = (f"The measured TV {tv:.3f} is above the band {band:.3f} that N = {runs} exact samples exceed only "
+                f"5 % of the time: this rule's law is not the target's{why}.")
+    return Verdict(title, line, note)

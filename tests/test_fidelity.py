@@ -86,3 +86,126 @@ def test_the_apps_default_fidelity_run_on_the_toy_world_is_inside_the_band():
     config = DecodeConfig(method="as_bv", num_drafts=2, draft_length=4, temperature=0.7)
     result = fidelity(target, draft, encode("the cat"), config, 500, 3)
     assert result.within_noise and result.chi_square_p > 1e-3
+
+
+# ------------------------------------------------------------------ the verdict's words (components/tabs/fidelity.py)
+
+RELEASED = "spectr_gbv_released"
+
+
+def _result(method: str, runs: int, tv: float, band: float):
+    """A fidelity result with these numbers (the verdict reads only them)."""
+    from spectr_gbv.fidelity import FidelityResult
+
+    return FidelityResult(method, runs, 3, [], 0.0, tv, band, 0.5)
+
+
+def _said(words) -> str:
+    return " ".join([words.title, words.line, words.note])
+
+
+@pytest.mark.unit
+def test_the_released_rule_on_the_toy_world_at_the_tabs_defaults_says_what_n_cannot_detect():
+    from components.tabs import fidelity as tab
+    from components.wiring.inputs import DEFAULT_K, DEFAULT_L, DEFAULT_T
+
+    base = tab.settings(DEFAULT_K, DEFAULT_L, DEFAULT_T, 1, 0)
+    assert tab.known_bias("toy", RELEASED, base, 3, encode("the cat")) is None  # 8^8 draft pairs: not enumerated
+    assert "too many to enumerate" in tab.bias_unknown_because("toy", RELEASED, base)
+    words = tab.fidelity_verdict("toy", RELEASED, base, None, _result(RELEASED, 500, 0.113, 0.173))
+    assert words.title == "SpecTr-GBV as released (lossy): TV 0.113, inside the noise band"
+    assert words.line == "at N = 500 this test detects a TV above 0.17; inside says nothing about this rule here"
+    assert "inside says nothing about this rule here" in words.note and "not computed" in words.note
+
+
+@pytest.mark.unit
+def test_the_released_rule_on_the_toy_world_says_its_exact_tv_where_enumeration_gives_it():
+    from components.tabs import fidelity as tab
+
+    base = tab.settings(1, 2, 0.7, 1, 0)
+    prompt = tuple(encode("the cat"))
+    bias = tab.known_bias("toy", RELEASED, base, 3, prompt)
+    assert bias is not None and 0.005 < bias < 0.1
+    # The same enumeration gives an exact rule 0 on the same context: the machinery, checked where the answer is known.
+    assert tab._enumerated_bias("toy", "spectr_gbv", 1, 2, 3, 0.7, prompt) == pytest.approx(0.0, abs=1e-9)
+    narrow = tab.fidelity_verdict("toy", RELEASED, base, bias, _result(RELEASED, 500, 0.113, 0.173))
+    assert narrow.title == f"SpecTr-GBV as released (lossy): exact TV {bias:.3f}, inside the noise band"
+    assert narrow.line.startswith("measured TV 0.113, band 0.173; at N = 500 this test detects a TV above 0.17")
+    assert "At N = 500 the noise band (0.173) is wider than the bias being tested" in narrow.note
+    assert "inside the band proves nothing" in narrow.note
+
+
+@pytest.mark.unit
+def test_the_released_rule_on_the_default_pair_says_what_n_can_detect():
+    from components.tabs import fidelity as tab
+    from components.wiring.inputs import DEFAULT_K, DEFAULT_L, DEFAULT_T
+
+    base = tab.settings(DEFAULT_K, DEFAULT_L, DEFAULT_T, 1, 0)
+    assert tab.known_bias("default", RELEASED, base, 3) is None
+    words = tab.fidelity_verdict("default", RELEASED, base, None, _result(RELEASED, 129, 0.042, 0.099))
+    assert words.line == "at N = 129 this test detects a TV above 0.10; inside says nothing about this rule here"
+    assert "a model pair's law cannot be enumerated" in words.note
+    outside = tab.fidelity_verdict("default", RELEASED, base, None, _result(RELEASED, 129, 0.2, 0.099))
+    assert "OUTSIDE the noise band" in outside.title and "not the target's" in outside.note
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("pair", ["toy", "two-token", "default"])
+@pytest.mark.parametrize("method", ["sd", "spectr_gbv", "as_bv", "ar"])
+def test_an_exact_rules_measured_tv_is_never_shown_as_a_bias(pair, method):
+    from components.tabs import fidelity as tab
+
+    base = tab.settings(2, 4, 0.7, 1, 0)
+    assert tab.known_bias(pair, method, base, 3) == 0.0  # an exact rule's exact bias
+    for tv, band in ((0.111, 0.173), (0.19, 0.173)):
+        words = tab.fidelity_verdict(pair, method, base, 0.0, _result(method, 500, tv, band))
+        said = _said(words)
+        assert f"measured TV {tv:.3f}" in words.title and f"{band:.3f}" in words.line  # always beside its band
+        assert "true TV is 0" in words.line
+        assert "bias being tested" not in said and "(its exact bias: 0)" in words.note
+        assert f"{tv:.3f}" not in said.replace(f"measured TV {tv:.3f}", "")  # the number only as a measurement
+    inside = tab.fidelity_verdict(pair, method, base, 0.0, _result(method, 500, 0.111, 0.173))
+    assert "sampling noise" in inside.title and "inside the noise band" in inside.title
+
+
+@pytest.mark.unit
+def test_the_released_rule_on_the_two_token_example_names_its_exact_tv():
+    from components.tabs import fidelity as tab
+
+    base = tab.settings(1, 2, 1.0, 1, 0)
+    bias = tab.known_bias("two-token", RELEASED, base, 3, [0])
+    assert bias == pytest.approx(1 / 9)
+    words = tab.fidelity_verdict("two-token", RELEASED, base, bias, _result(RELEASED, 1000, 0.117, 0.047))
+    assert words.title == "SpecTr-GBV as released (lossy): exact TV 0.111, OUTSIDE the noise band"
+    assert words.line == ("measured TV 0.117, band 0.047; at N = 1000 this test detects a TV above 0.05: this rule's "
+                          "exact TV 0.111 is within its reach")
+
+
+@pytest.mark.statistical
+def test_show_the_lossy_rule_sets_an_example_where_it_fails_visibly():
+    from components.tabs import fidelity as tab
+
+    values = tab.lossy_example()
+    assert (values["pair"], values["method"], values["K"], values["L"]) == ("two-token", RELEASED, 1, 2)
+    *_, (header, figure, data) = tab.run_fidelity(values["pair"], values["prompt"], values["method"], values["K"],
+                                                  values["L"], values["T"], values["N"], values["first tokens"])
+    assert data["within_noise"] is False and data["noise_tv_95"] < 1 / 9
+    assert figure.layout.title.text == "SpecTr-GBV as released (lossy): exact TV 0.111, OUTSIDE the noise band"
+    assert "exact TV here is 0.111" in header
+
+
+@pytest.mark.unit
+def test_the_show_the_lossy_rule_button_sets_its_example_then_presses_check_fidelity():
+    import app
+    from components.tabs import fidelity as tab
+
+    demo = app.build_demo()
+    (button,) = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "fidelity-lossy-example"]
+    assert button.value == "Show the lossy rule"
+    (index, setting), = [(i, fn) for i, fn in demo.fns.items() if any(t[0] == button._id for t in fn.targets)]
+    # What it sets: one control per value of the example, in its order, to the example's values.
+    values = tab.lossy_example()
+    assert len(setting.outputs) == len(values)
+    assert [u["value"] for u in setting.fn()] == list(values.values())
+    (pressing,) = [fn for fn in demo.fns.values() if fn.trigger_after == index]
+    assert "fidelity-button" in pressing.js and pressing.api_visibility == "private" == setting.api_visibility

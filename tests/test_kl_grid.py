@@ -1,7 +1,8 @@
 """The K x L grid (components/tabs/grid_view.py): its cells, heatmap, sizing and command, on the Toy world.
 
 The cells' values and paired intervals are the frontier's (`spectr_gbv.bench.frontier`) computed per
-(K, L); a tie within noise is marked where the interval covers 0; a grid whose estimate is over the
+(K, L); each cell names its rule, and each mark is read off one interval (the best ties the runner-up;
+no gain over the baseline; too few prompts to rank); a grid whose estimate is over the
 budget is refused before any run; Stop keeps the configurations that finished; and the command shown
 under the grid makes rows from which the same cells follow, number for number.
 """
@@ -15,7 +16,7 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from components.render.kl_heatmap import TIE_MARK, kl_heatmap
+from components.render.kl_heatmap import NO_GAIN_MARK, TIE_MARK, kl_heatmap
 from components.render.palette import LOSSY_RED
 from components.tabs import grid_view
 from components.wiring import cost, grid_size
@@ -56,12 +57,34 @@ def test_the_best_exact_rule_its_paired_interval_and_the_rules_tied_or_coincidin
     assert "spectr" not in c.tied
 
 
-def test_a_gain_is_the_mean_paired_difference_and_a_tie_where_its_interval_covers_zero():
+def test_a_gain_is_the_mean_paired_difference_and_no_gain_where_its_interval_covers_zero():
     clear = cell(rows_of(1, 2, {"spectr": [1.0, 1.1, 1.2], "gbv": [1.3, 1.5, 1.6]}), GAIN, "gbv", "spectr")
-    assert clear.value == pytest.approx(0.36666666) and clear.tie is False
+    assert clear.value == pytest.approx(0.36666666) and clear.no_gain is False and clear.tie is False
     noisy = cell(rows_of(1, 2, {"spectr": [1.0, 1.1, 1.2], "gbv": [1.3, 0.9, 1.2]}), GAIN, "gbv", "spectr")
-    assert covers_zero(noisy.interval) and noisy.tie is True
-    assert cell_row(noisy, GAIN)["tie_within_noise"] is True
+    assert covers_zero(noisy.interval) and noisy.no_gain is True
+    assert noisy.best == "gbv" and noisy.runner_up == "spectr" and noisy.tie is True and noisy.unranked
+    row = cell_row(noisy, GAIN)
+    assert row["no_gain_over_baseline"] is True and row["best_ties_runner_up"] is True
+    assert row["too_few_prompts_to_rank"] is True
+
+
+def test_the_tie_mark_is_the_runner_ups_interval_alone_and_no_gain_the_baselines():
+    # The v2 frontier's case: the best is clearly ahead of the baseline and of the runner-up, while a rule
+    # further down has a noisy interval against it. No tie is marked; that rule is named in the hover.
+    rows = rows_of(2, 4, {"spectr": [1.0, 1.1, 1.2, 1.0], "as_bv": [1.49, 1.59, 1.69, 1.49],
+                          "as_bv_handoff": [1.5, 1.6, 1.7, 1.5], "spectr_gbv": [1.8, 1.3, 1.9, 1.28]})
+    c = cell(rows)
+    assert (c.best, c.runner_up) == ("as_bv_handoff", "spectr_gbv")
+    assert c.tie is True and "spectr_gbv" in c.tied  # noisy: covers 0
+    c = cell(rows_of(2, 4, {"spectr": [1.0, 1.1, 1.2, 1.0], "as_bv": [1.49, 1.59, 1.69, 1.49],
+                            "as_bv_handoff": [1.5, 1.6, 1.7, 1.5], "spectr_gbv": [1.7, 1.1, 1.8, 1.0]}))
+    assert (c.best, c.runner_up) == ("as_bv_handoff", "as_bv")
+    assert c.tie is False and c.no_gain is False and not c.unranked and c.tied == ("spectr_gbv",)
+    fig = kl_heatmap([c], "expected", "best", "spectr")
+    (heat,) = fig.data
+    assert heat.text[0][0] == "AS-BV+H<br>1.575"  # named, no mark: the runner-up's interval excludes 0
+    assert "within noise of the best: SpecTr-GBV" in heat.customdata[0][0]
+    assert TIE_MARK not in fig.layout.title.subtitle.text
 
 
 def test_cells_cover_every_k_and_l_at_one_temperature_and_say_what_is_missing():
@@ -78,7 +101,7 @@ def test_cells_cover_every_k_and_l_at_one_temperature_and_say_what_is_missing():
 # ------------------------------------------------------------------ the heatmap (pure)
 
 
-def test_the_heatmap_has_k_rows_and_l_columns_marks_ties_and_shows_the_interval_on_hover():
+def test_the_heatmap_has_k_rows_and_l_columns_names_rules_marks_and_shows_the_intervals_on_hover():
     rows = [r for K in (1, 4) for L in (2, 6) for r in
             rows_of(K, L, {"spectr": [1.0, 1.1, 1.2], "gbv": [1.3, 1.5, 1.6] if K == 1 else [1.3, 0.9, 1.2]})]
     cells = grid_cells(rows, GAIN, "best", "spectr")
@@ -86,11 +109,17 @@ def test_the_heatmap_has_k_rows_and_l_columns_marks_ties_and_shows_the_interval_
     (heat,) = fig.data
     assert list(heat.y) == ["1", "4"] and list(heat.x) == ["2", "6"]
     assert heat.z[0][0] == pytest.approx(cells[0].value) and heat.z[1][1] == pytest.approx(cells[3].value)
-    assert TIE_MARK not in heat.text[0][0] and heat.text[1][0].endswith(TIE_MARK)  # K = 4: the gain is noise
+    assert heat.text[0][0] == f"GBV<br>{cells[0].value:+.3f}"  # K = 1: named, a clear gain, no mark
+    # K = 4: the gain is noise, and GBV against SpecTr (its runner-up) too: too few prompts to rank
+    assert heat.text[1][0] == f"GBV<br>{cells[2].value:+.3f} {TIE_MARK}{NO_GAIN_MARK}"
     written = {(a.x, a.y): a.text for a in fig.layout.annotations}  # what the reader sees on each cell
     assert written[0, 1] == heat.text[1][0] and written[1, 0] == heat.text[0][1] and len(written) == 4
     assert "GBV (ignores K)" in heat.customdata[0][0] and "[" in heat.customdata[0][0]
-    assert "tie within noise" in heat.customdata[1][0] and "tie within noise" in fig.layout.title.subtitle.text
+    assert "no gain over SpecTr" in heat.customdata[1][0] and "too few prompts to rank" in heat.customdata[1][0]
+    subtitle = fig.layout.title.subtitle.text.replace("<br>", " ")
+    assert f"{TIE_MARK} ties the runner-up" in subtitle and f"{NO_GAIN_MARK} no gain over SpecTr" in subtitle
+    assert "grey: too few prompts to rank" in subtitle
+    assert len(fig.layout.shapes) == 2  # the two K = 4 cells, veiled
     assert LOSSY_RED.lower() not in {colour.lower() for _, colour in heat.colorscale}  # red means lossy
 
 

@@ -74,10 +74,10 @@ def test_the_header_says_when_the_band_is_wider_than_the_bias_being_tested():
     assert data["noise_tv_95"] > bias > 0.05
     assert f"At N = 129 the noise band ({data['noise_tv_95']:.3f}) is wider than the bias being tested" in header
     assert f"exact TV here: {bias:.3f}" in header
-    # an exact rule has no bias to miss, and the Toy world's cannot be enumerated: nothing to say
+    # an exact rule has no bias to miss: its measured TV is named sampling noise, beside its band
     *_, (exact_header, _f, _d) = fidelity.run_fidelity(TWO_TOKEN_KEY, "A", "spectr_gbv", DEFAULT_K, DEFAULT_L, DEFAULT_T,
                                                        20, 3)
-    assert "noise band" not in exact_header
+    assert "bias being tested" not in exact_header and "An exact rule's true TV is 0" in exact_header
 
 
 @pytest.mark.unit
@@ -85,8 +85,8 @@ def test_the_bias_under_test_is_the_released_rules_exact_one():
     base = fidelity.settings(1, 2, 1.0, 1, 0)
     k1 = next(row for row in lossy_rows() if row[0] == 1)  # the About table's K = 1, L = 2: 3 tokens
     assert fidelity.known_bias(TWO_TOKEN_KEY, RELEASED, base, 3) == pytest.approx(k1[4]) == pytest.approx(1 / 9)
-    assert fidelity.known_bias(TWO_TOKEN_KEY, "spectr_gbv", base, 3) is None
-    assert fidelity.known_bias(TOY_KEY, RELEASED, base, 3) is None
+    assert fidelity.known_bias(TWO_TOKEN_KEY, "spectr_gbv", base, 3) == 0.0  # an exact rule's
+    assert fidelity.known_bias(TOY_KEY, RELEASED, fidelity.settings(2, 4, 1.0, 1, 0), 3) is None  # 8^8 draft pairs
 
 
 @pytest.mark.unit

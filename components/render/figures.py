@@ -136,14 +136,19 @@ def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_k
     return fig
 
 
-def fidelity_figure(result, outcome_text: Sequence[str]) -> go.Figure:
-    """Empirical law of the first tokens against the target's exact law, with the 95 % band."""
-    verdict = "inside" if result.within_noise else "OUTSIDE"
-    subtitle = subtitle_lines(f"first {result.num_tokens} token(s), {result.num_runs} runs; chi-square p = "
+def fidelity_figure(result, outcome_text: Sequence[str], words=None) -> go.Figure:
+    """Empirical law of the first tokens against the target's exact law, with the 95 % band. `words`, a
+    spectr_gbv.fidelity.Verdict, gives the title and its first line (what the TV means for this rule);
+    without it, the TV and where it falls against the band."""
+    if words is None:
+        verdict = "inside" if result.within_noise else "OUTSIDE"
+        title, line = f"{method_label(result.method)}: TV = {result.total_variation:.3f}, {verdict} the noise band", ""
+    else:
+        title, line = words.title, words.line
+    subtitle = subtitle_lines(line, f"first {result.num_tokens} token(s), {result.num_runs} runs; chi-square p = "
                               f"{result.chi_square_p:.2g}",
                               f"N exact samples exceed TV {result.noise_tv_95:.3f} only 5 % of the time")
-    fig = _figure(f"{method_label(result.method)}: TV = {result.total_variation:.3f}, {verdict} the noise band",
-                  "first tokens", "probability", subtitle)
+    fig = _figure(title, "first tokens", "probability", subtitle)
     rows = result.rows[:30]
     names = list(outcome_text)[: len(rows)]
     fig.add_bar(name="exact target law", x=names, y=[r.exact for r in rows], marker_color=DISTRIBUTION_COLOURS["target q"],

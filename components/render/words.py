@@ -82,11 +82,15 @@ HOW_TO_READ = {
              "sample: differences smaller than the jumps between neighbouring points are not a trend.",
     "fidelity": "For each outcome of the first tokens: the target's exact probability (with the 95 % band that "
                 "sampling noise alone allows for N runs) next to how often the method produced it. An exact method's "
-                "bars stay within the bands; the title says whether the whole law is inside or OUTSIDE the noise.",
+                "bars stay within the bands; the title says whether the whole law is inside or OUTSIDE the noise. "
+                "An exact rule's measured TV is sampling noise (its true TV is 0); for the lossy rule the title gives its "
+                "exact TV where it can be enumerated, else what this N can detect: inside a wide band says nothing.",
     "grid": "Each cell is one K (row) and L (column) at the sidebar's T: the best exact rule's E[tau | drafts] (draft "
             "tokens kept per iteration, the coins integrated out; hardware-free) or one rule's gain over another, "
-            "averaged over the prompts. Hover for the rule and the paired 95 % interval over prompts; **~** marks a "
-            "tie within noise (the interval reaches 0). A single-draft rule (SD, GBV) ignores K: it judges the first "
+            "averaged over the prompts, named by its rule. Hover for the paired 95 % intervals over prompts; **~**: "
+            "the best ties the runner-up (that interval covers 0); **=**: no gain over the baseline (that interval "
+            "covers 0); a grey cell: too few prompts to rank (every rule's interval against the best covers 0). "
+            "A single-draft rule (SD, GBV) ignores K: it judges the first "
             "draft alone.",
 }
 

@@ -14,11 +14,11 @@ import torch
 from spectr_gbv import AUTOREGRESSIVE, METHODS
 from spectr_gbv.bench.view import command_line, fidelity_rows
 from spectr_gbv.bench.view import outcome_text as outcome_text_of
-from spectr_gbv.exact import first_tokens_law, target_law, total_variation_to_target
-from spectr_gbv.fidelity import fidelity_result, fidelity_sample
-from spectr_gbv.pairs import TWO_TOKEN_KEY, is_teaching
+from spectr_gbv.exact import first_tokens_law_after, target_law_after, total_variation_to_target
+from spectr_gbv.fidelity import fidelity_result, fidelity_sample, verdict
+from spectr_gbv.pairs import PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair, is_teaching
 from spectr_gbv.probs import logits_to_probs
-from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET, TWO_TOKEN_WORDS, constant
+from spectr_gbv.toy import WORDS
 
 from ..serving import gpu, visitors
 from ..serving import limits
@@ -27,6 +27,7 @@ from ..serving.request import FIDELITY
 from ..wiring import caps, cost, fix_buttons, pre_start, stop_button
 from ..wiring.downloads import download_components, wire_downloads
 from ..render import figures
+from ..render.chart_layout import method_label
 from ..wiring.budget_stops import Ticker, budget_stop, what_fits
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.inputs import DEFAULT_METHOD, draft_for, prepare
@@ -38,8 +39,14 @@ from ..wiring import private
 from ..wiring.settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, check_method, check_pair_key, number, settings
 from ..render.words import how_to_read
 
-FIDELITY_CHUNKS = 5
-MAX_ENUMERATED_DRAFTS = 256  # the bias is computed exactly (known_bias) over at most this many K-tuples of drafts  # the law is compared (and shown) after every fifth of the runs
+FIDELITY_CHUNKS = 5  # the law is compared (and shown) after every fifth of the runs
+MAX_ENUMERATED_DRAFTS = 256  # the bias is computed exactly (known_bias) over at most this many K-tuples of drafts
+MAX_ENUMERATED = 600  # ... per context, and this many over every context the law of the first tokens visits
+# How the teaching pairs' laws depend on the context (spectr_gbv.exact.first_tokens_law_after's `state`): the
+# two-token example's not at all, the Toy world's (a bigram world) on its last word only.
+ENUMERABLE = {TWO_TOKEN_KEY: (lambda context: (), 1), TOY_KEY: (lambda context: context[-1:], len(WORDS))}
+# The button that sets the example where the lossy rule fails visibly (`lossy_example`).
+LOSSY_EXAMPLE = "Show the lossy rule"
 
 
 @dataclass
@@ -80,7 +87,8 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
     table = functools.partial(fidelity_rows, pair.info.key, run.prompt, num_drafts=base.num_drafts,
                               draft_length=base.draft_length, temperature=base.temperature)
     samples, scored, result, stop = [], {}, None, None
-    bias = known_bias(pair.info.key, method, base, tokens)
+    bias = known_bias(pair.info.key, method, base, tokens, prompt_ids)
+    words = functools.partial(fidelity_verdict, pair.info.key, method, base, bias)
     chunk = max(10, math.ceil(runs / FIDELITY_CHUNKS))
     try:
         while len(samples) < runs:
@@ -91,8 +99,8 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
             result = fidelity_result(pair.target, prompt_ids, config, samples, tokens, on_scoring=tick,
                                      conditionals=scored)
             if len(samples) < runs:
-                yield Checked(heading() + band_note(result, bias) + f"running: {len(samples)} of {runs} runs compared",
-                              *_outputs(pair, result, None, table, command))
+                yield Checked(heading() + band_note(words(result)) + f"running: {len(samples)} of {runs} runs compared",
+                              *_outputs(pair, result, None, table, command, words(result)))
     except BudgetSpent as error:
         if result is None:  # nothing compared yet: the runs so far, and what would fit
             stop = budget_stop("fidelity", 0, runs, "runs compared", error, _nothing_compared(
@@ -100,42 +108,68 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
             yield Checked(heading(stop=stop), None, _samples_data(pair, method, samples, tokens, stop))
             return
         stop = budget_stop("fidelity", result.num_runs, runs, "runs", error)
-    yield Checked(heading(stop=stop) + band_note(result, bias), *_outputs(pair, result, stop, table, command))
+    yield Checked(heading(stop=stop) + band_note(words(result)), *_outputs(pair, result, stop, table, command,
+                                                                           words(result)))
 
 
-def known_bias(pair_key: str, method: str, base, tokens: int) -> float | None:
-    """The exact TV between this method's law of the first `tokens` tokens and the target's, where it
-    can be computed (spectr_gbv.exact): a lossy rule on the context-free two-token example with at
-    most MAX_ENUMERATED_DRAFTS draft tuples. None elsewhere (an exact method's is zero)."""
+def known_bias(pair_key: str, method: str, base, tokens: int, prompt_ids=()) -> float | None:
+    """The exact TV between this method's law of the first `tokens` tokens and the target's, where it is
+    known: 0 for an exact rule (every pair: the registry's exactness, proven by enumeration in the tests);
+    for a lossy rule, computed by enumeration (spectr_gbv.exact) on a teaching pair (`ENUMERABLE`)
+    after `prompt_ids` where every context's draft K-tuples are at most MAX_ENUMERATED_DRAFTS and all
+    of them at most MAX_ENUMERATED. None elsewhere (`bias_unknown_because` says why)."""
     spec = METHODS.get(method)
-    if pair_key != TWO_TOKEN_KEY or spec is None or spec.exact:
+    if spec is None or spec.exact:
+        return 0.0
+    if bias_unknown_because(pair_key, method, base):
         return None
+    return _enumerated_bias(pair_key, method, base.num_drafts if spec.multi_draft else 1, base.draft_length, tokens,
+                            float(base.temperature), tuple(prompt_ids))
+
+
+def bias_unknown_because(pair_key: str, method: str, base) -> str:
+    """Why a lossy rule's exact bias is not computed here ("" where it is)."""
+    spec = METHODS.get(method)
+    if spec is None or spec.exact:
+        return ""
+    if pair_key not in ENUMERABLE:
+        return "a model pair's law cannot be enumerated"
     k = base.num_drafts if spec.multi_draft else 1
-    if len(TWO_TOKEN_WORDS) ** (k * base.draft_length) > MAX_ENUMERATED_DRAFTS:
-        return None
-    return _two_token_bias(method, k, base.draft_length, tokens, float(base.temperature))
+    tuples = PAIRS[pair_key].vocabulary ** (k * base.draft_length)
+    states = ENUMERABLE[pair_key][1]
+    if tuples > MAX_ENUMERATED_DRAFTS or tuples * states > MAX_ENUMERATED:
+        return (f"{tuples:,} draft tuples at K = {k}, L = {base.draft_length}, too many to enumerate here; a "
+                "smaller K or L is computed")
+    return ""
 
 
 @functools.lru_cache(maxsize=64)
-def _two_token_bias(method: str, num_drafts: int, draft_length: int, tokens: int, temperature: float) -> float:
-    def processed(probs):
-        return constant(logits_to_probs(torch.log(torch.tensor(probs, dtype=torch.float64)), temperature).tolist())
+def _enumerated_bias(pair_key: str, method: str, num_drafts: int, draft_length: int, tokens: int, temperature: float,
+                     prompt_ids: tuple[int, ...]) -> float:
+    pair = get_pair(pair_key)
 
-    target, draft = processed(TWO_TOKEN_TARGET), processed(TWO_TOKEN_DRAFT)
-    law = first_tokens_law(METHODS[method], target, draft, num_drafts, draft_length, tokens)
-    return total_variation_to_target(law, target_law(target, tokens))
+    def processed(model):
+        return lambda context: logits_to_probs(torch.log(model.next_token_probs(list(context))).double(),
+                                               temperature)
+
+    target, draft = processed(pair.target), processed(pair.draft)
+    state = ENUMERABLE[pair_key][0]
+    law = first_tokens_law_after(METHODS[method], target, draft, num_drafts, draft_length, tokens, prompt_ids, state)
+    return total_variation_to_target(law, target_law_after(target, tokens, prompt_ids))
 
 
-def band_note(result, bias: float | None) -> str:
-    """A header line naming the bias under test where it is known (known_bias), and saying so when the
-    noise band at this N is wider than it: then "inside" says nothing about the rule, only that N is
-    too small to see it."""
-    if bias is None or result is None:
-        return ""
-    if result.noise_tv_95 <= bias:
-        return f"The bias being tested: this rule's exact TV here is {bias:.3f}.\n\n"
-    return (f"**At N = {result.num_runs} the noise band ({result.noise_tv_95:.3f}) is wider than the bias being "
-            f"tested** (this rule's exact TV here: {bias:.3f}): inside the band proves nothing; raise N.\n\n")
+def fidelity_verdict(pair_key: str, method: str, base, bias: float | None, result):
+    """The verdict on a result (spectr_gbv.fidelity.verdict): an exact rule's measured TV as noise against its band,
+    a lossy rule's exact TV where known, else what this N can and cannot detect."""
+    spec = METHODS.get(method)
+    exact_rule = spec is None or spec.exact  # plain decoding samples the target itself
+    label = method_label(method)
+    return verdict(result, label, exact_rule, bias, bias_unknown_because(pair_key, method, base))
+
+
+def band_note(words) -> str:
+    """The header's line of the verdict (its note), a paragraph of its own."""
+    return f"{words.note}\n\n" if words is not None else ""
 
 
 def _nothing_compared(tick, pair_key, method, draft_length, runs: int, tokens: int, done: int) -> str:
@@ -174,15 +208,16 @@ def check_fidelity_fits(pair_key, method, base, runs: int, tokens: int) -> None:
             "started: lower N or the tokens compared")
 
 
-def _outputs(pair, result, stop, table=None, command=None) -> tuple:
+def _outputs(pair, result, stop, table=None, command=None, words=None) -> tuple:
     """(figure, data) of a fidelity result; with `table` (rows from the result) and `command`, the data carries
-    what the downloads offer (components.wiring.downloads)."""
+    what the downloads offer (components.wiring.downloads); `words`, the verdict, titles the figure."""
     outcome_text = [_outcome_text(pair, r.outcome) for r in result.rows]
-    data = result.summary() | {"pair": pair.info.key, "stopped": stop.text() if stop else None, "outcomes": [
+    said = {} if words is None else {"verdict": words.title, "verdict_line": words.line}
+    data = result.summary() | said | {"pair": pair.info.key, "stopped": stop.text() if stop else None, "outcomes": [
         {"tokens": text, "count": r.count, "empirical": r.empirical, "exact": r.exact} for text, r in zip(outcome_text, result.rows)]}
     if table is not None:
         data |= {"table": table(result, [outcome_text_of(pair, r.outcome) for r in result.rows]), "command": command}
-    return figures.fidelity_figure(result, outcome_text), data
+    return figures.fidelity_figure(result, outcome_text, words), data
 
 
 def default_runs(pair_key, method=DEFAULT_METHOD, num_drafts=2, draft_length=4, tokens=3) -> int:
@@ -214,13 +249,14 @@ class FidelityTab:
     downloads: tuple = ()  # (files, command), made from the data after each run (components.wiring.downloads)
     stop: gr.Button | None = None  # ends the run at its next step (components.wiring.stop_button)
     fixes: fix_buttons.FixRow | None = None  # the pre-start check's note and one-click fixes
+    lossy: gr.Button | None = None  # sets the two-token example where the lossy rule fails visibly, and runs it
 
 
 def build(page, default_pair: str) -> None:
     with gr.Tab("Fidelity", id="fidelity"):
         gr.Markdown("Runs the chosen method N times from the same prompt (seeds 0..N-1) and compares the law of "
                     "the first tokens with the target's exact law. Exact methods stay inside the sampling-noise "
-                    "band; try the released SpecTr-GBV rule on the two-token example.")
+                    "band; try the released SpecTr-GBV rule on the two-token example (the button below sets it up).")
         with gr.Row():
             most_runs = caps.max_fidelity_runs(default_pair, DEFAULT_METHOD, 4, 3)
             num_runs = gr.Slider(caps.FIDELITY_MIN_RUNS, most_runs, value=default_runs(default_pair), step=1,
@@ -229,6 +265,7 @@ def build(page, default_pair: str) -> None:
                                    label="First tokens compared")
             button = gr.Button("Check fidelity", variant="primary", elem_id="fidelity-button")
             stop = stop_button.build("fidelity")
+        lossy = gr.Button(LOSSY_EXAMPLE, variant="secondary", size="sm", elem_id="fidelity-lossy-example")
         fixes = fix_buttons.build("fidelity")
         header = gr.Markdown(elem_id="fidelity-header")
         figure = gr.Plot(label="Empirical against exact law", elem_id="fidelity-figure",
@@ -238,7 +275,7 @@ def build(page, default_pair: str) -> None:
         data = gr.JSON(label="Fidelity data")
     page.tab_handles.fidelity = FidelityTab(num_runs, num_tokens, button, outputs=dict(header=header, figure=figure,
                                                                                          data=data),
-                                            downloads=(files, command), stop=stop, fixes=fixes)
+                                            downloads=(files, command), stop=stop, fixes=fixes, lossy=lossy)
 
 
 def wire_events(page) -> None:
@@ -256,3 +293,26 @@ def wire_events(page) -> None:
                                      draft_length=s.draft_length, num_runs=tab.num_runs, num_tokens=tab.num_tokens),
                      dict(num_runs=tab.num_runs, num_tokens=tab.num_tokens, draft_length=s.draft_length,
                           num_drafts=s.num_drafts), tab.button)
+    wire_lossy_example(page)
+
+
+def lossy_example() -> dict:
+    """What "Show the lossy rule" sets, by control name: the two-token example, the released rule, K = 1, L = 2, T = 1,
+    the first 3 tokens, and an N whose noise band is narrower than the rule's exact TV there (the lesson's step 5)."""
+    from . import lesson_try  # it imports this module
+
+    return dict(lesson_try.try_its()[lesson_try.RELEASED_STEP].values)
+
+
+def wire_lossy_example(page) -> None:
+    """The button sets the example's values (the sidebar's pair, prompt, method, K, L, T, and N and the tokens
+    compared), then presses Check fidelity in the page: the run is the tab's own."""
+    from . import lesson_try
+    from .lesson import PRESS_JS
+
+    tab = page.tab_handles.fidelity
+    plan = lesson_try.try_its()[lesson_try.RELEASED_STEP]
+    controls = lesson_try.controls(page)
+    event = tab.lossy.click(lambda: lesson_try.updates(plan), None, [controls[name] for name in plan.values],
+                            api_visibility="private", queue=False)
+    event.then(None, None, None, js=PRESS_JS.format(button="fidelity-button"), api_visibility="private")

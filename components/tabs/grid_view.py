@@ -2,9 +2,10 @@
 
 At every (K, L), one coupled run per prompt (`spectr_gbv.bench.frontier.measure`: the same drafts
 and draws for every rule, seeds 0, 1, ... one per prompt of the frontier's prompt set), then a
-heatmap of the best exact rule's E[tau | drafts] or of one rule's gain over another, the paired
-95 % interval on hover and "~" where it covers 0 (`spectr_gbv.bench.grid_cells`,
-`components.render.kl_heatmap`). The grid is sized by the cost estimate before it starts
+heatmap of the best exact rule's E[tau | drafts] or of one rule's gain over another, each cell named
+by its rule, the paired 95 % intervals on hover, "~" where the best ties the runner-up, "=" where it
+shows no gain over the baseline, and a grey veil where too few prompts rank the rules
+(`spectr_gbv.bench.grid_cells`, `components.render.kl_heatmap`). The grid is sized by the cost estimate before it starts
 (`components.wiring.grid_size`), streams a frame per configuration, and stops with Generate's
 Stop. Its downloads are the cells it drew; the commands under it (`python -m
 spectr_gbv.bench.frontier ...`, then `python -m spectr_gbv.bench.grid_cells ...`) make the same
@@ -290,7 +291,9 @@ def build(page) -> None:
     with gr.Tab("Grid", id="grid"):
         gr.Markdown("Every (K, L) at the sidebar's T, one coupled run per prompt: each rule judges the same drafts "
                     "with the same random draws, so a cell's differences are the rules' alone. A prompt is the unit "
-                    "of the paired 95 % interval (hover); **~** marks a tie within noise. The ticked methods (sidebar) "
+                    "of the paired 95 % intervals (hover). Each cell names its best rule; **~**: the best ties the "
+                    "runner-up (their interval covers 0); **=**: no gain over the baseline (that interval covers 0); "
+                    "grey: too few prompts to rank. The ticked methods (sidebar) "
                     "are run, with the rule and the baseline below; the lossy rule has no E[tau | drafts] and is left "
                     "out.", elem_id="grid-intro")
         with gr.Row():

@@ -34,6 +34,7 @@ TOY_PROMPT, TWO_TOKEN_PROMPT = "the cat", "A"
 TWO_TOKEN_ALPHA = round(sum(min(p, q) for p, q in zip(TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET)), 3)
 RELEASED = next(name for name, spec in METHODS.items() if not spec.exact)
 FIDELITY_TOKENS = 3  # step 5's text: the law of the first 3 tokens
+RELEASED_STEP = 5  # the step whose "try it" shows the released rule failing Fidelity (also Fidelity's own button)
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def try_its() -> dict[int, TryIt]:
                  "generate-button"),
         4: TryIt(f"Try it: the Playground at alpha = {shown['alpha']:g}, K = {shown['playground K']}, "
                  f"L = {shown['playground L']}", shown, "playground"),
-        5: TryIt(f"Try it: Fidelity, the released rule, two-token example, K = 1, L = {released['L']}", released,
+        RELEASED_STEP: TryIt(f"Try it: Fidelity, the released rule, two-token example, K = 1, L = {released['L']}", released,
                  "fidelity", "fidelity-button"),
         lesson_drafts.STEP: lesson_drafts.try_it(),  # SpecTr with three drafts, in the explorer
     }

@@ -3,14 +3,19 @@
 A cell is one (K, L) at one T. Its value is either the best exact rule's mean E[tau | drafts] over
 the prompts ("expected") or the gain of one rule over another ("gain": the mean of the paired
 per-prompt differences, rule minus baseline; rule "best" is the cell's best exact rule). Each
-cell carries the paired 95 % t-interval of rule minus baseline (`frontier.paired_interval`: a
-prompt is the unit, as in the frontier's tables) and says what the interval cannot tell apart:
+cell carries paired 95 % t-intervals (`frontier.paired_interval`: a prompt is the unit, as in the
+frontier's tables) and three facts, each read off one interval:
 
-* gain: a tie within noise where the interval covers 0;
-* expected: the exact rules tied with the best, each one's paired interval (best minus it)
-  reaching 0;
-* both: the rules whose per-prompt values equal the shown rule's exactly ("coincide"), which
-  a tie would otherwise hide.
+* tie: the best exact rule ties the runner-up, the interval of best minus runner-up covering 0
+  (the runner-up: the exact rule with the next highest mean, leaving out the rules that
+  coincide with the best);
+* no_gain: no gain over the baseline, the interval of the shown rule minus the baseline
+  covering 0;
+* unranked: too few prompts to rank, every exact rule's interval against the best covering 0.
+
+It also names the rules within noise of the best ("tied": each one's interval against the best
+covers 0) and the rules whose per-prompt values equal the shown rule's exactly ("coincide"),
+which a tie would otherwise hide.
 
 The app's Grid tab draws these cells (components.render.kl_heatmap). From the command line, the
 cells of a `frontier.json` (what `python -m spectr_gbv.bench.frontier` writes), as JSON rows:
@@ -50,10 +55,15 @@ class Cell:
     rule: str  # the rule the value is of (the best exact rule, or the rule asked for)
     baseline: str
     interval: tuple[float, float, float]  # paired rule - baseline: mean, low, high (NaN bounds: one prompt)
-    tied: tuple[str, ...] = ()  # expected: exact rules within noise of the best; gain: () (the interval says it)
+    tied: tuple[str, ...] = ()  # exact rules within noise of the best (each one's interval against it covers 0)
     same: tuple[str, ...] = ()  # rules with exactly the rule's per-prompt values
-    tie: bool | None = None  # a tie within noise: None where one prompt cannot tell
+    tie: bool | None = None  # the best ties the runner-up: None where there is none or one prompt cannot tell
     values: dict = field(default_factory=dict)  # every rule's mean E[tau | drafts] in this cell
+    best: str = ""  # the best exact rule (the rule shown, where the rule asked for is "best")
+    runner_up: str | None = None  # the next exact rule by mean, the rules coinciding with the best left out
+    runner_interval: tuple[float, float, float] = (math.nan, math.nan, math.nan)  # best - runner-up, paired
+    no_gain: bool | None = None  # rule - baseline covers 0: None where the rule is the baseline or one prompt
+    unranked: bool = False  # every exact rule's interval against the best covers 0: too few prompts to rank
 
 
 def _finite(values: Sequence[float | None]) -> bool:
@@ -91,19 +101,24 @@ def cell(rows: Sequence[dict], value: str = EXPECTED, rule: str = BEST, baseline
                  else math.nan) for m, r in by_rule.items()}
     same = tuple(m for m, r in by_rule.items() if m != chosen["method"] and _finite(mine)
                  and list(r["per_prompt"][METRIC]) == list(mine))
-    if value == GAIN:
-        shown, tied = interval[0], ()
-        tie = None if chosen["method"] == baseline else covers_zero(interval)
-    else:
-        shown = means[chosen["method"]]
-        tied = tuple(m for m, r in by_rule.items() if m != chosen["method"] and r["exact"] and m not in same
-                     and _finite(r["per_prompt"][METRIC])
-                     and covers_zero(paired_interval(mine, r["per_prompt"][METRIC])))
-        judged = [covers_zero(paired_interval(mine, r["per_prompt"][METRIC])) for m, r in by_rule.items()
-                  if m != chosen["method"] and r["exact"] and _finite(r["per_prompt"][METRIC])]
-        tie = None if judged and all(j is None for j in judged) else bool(tied)
+    best_row = best_exact(rows)
+    best = best_row["method"] if best_row is not None else chosen["method"]
+    best_values = list(by_rule[best]["per_prompt"][METRIC])
+    # The exact rules with values that differ from the best's: the ones a ranking has to separate from it.
+    others = [m for m, r in by_rule.items() if m != best and r["exact"] and _finite(r["per_prompt"][METRIC])
+              and _finite(best_values) and list(r["per_prompt"][METRIC]) != best_values]
+    against = {m: paired_interval(best_values, by_rule[m]["per_prompt"][METRIC]) for m in others}
+    covered = {m: covers_zero(against[m]) for m in others}
+    runner_up = max(others, key=lambda m: means[m], default=None)
+    runner_interval = against[runner_up] if runner_up is not None else nan
+    tie = covered[runner_up] if runner_up is not None else None
+    tied = tuple(m for m in others if covered[m])
+    unranked = bool(others) and all(covered[m] is True for m in others)
+    no_gain = None if chosen["method"] == baseline else covers_zero(interval)
+    shown = interval[0] if value == GAIN else means[chosen["method"]]
     return Cell(int(first["K"]), int(first["L"]), float(first["T"]), len(mine), float(shown), chosen["method"],
-                baseline, tuple(float(x) for x in interval), tied, same, tie, means)
+                baseline, tuple(float(x) for x in interval), tied, same, tie, means, best, runner_up,
+                tuple(float(x) for x in runner_interval), no_gain, unranked)
 
 
 def grid_cells(rows: Sequence[dict], value: str = EXPECTED, rule: str = BEST, baseline: str = DEFAULT_BASELINE,
@@ -127,10 +142,14 @@ def label(method: str) -> str:
 def cell_row(c: Cell, value: str) -> dict:
     """A cell as a flat row (the Grid's download and data)."""
     mean, low, high = c.interval
+    runner_mean, runner_low, runner_high = c.runner_interval
     return {"K": c.K, "L": c.L, "T": c.T, "prompts": c.prompts, "cell_value": value,
             "value": c.value, "rule": c.rule, "baseline": c.baseline, "rule_minus_baseline": mean,
-            "interval_low": low, "interval_high": high, "tie_within_noise": c.tie,
-            "tied_with_rule": list(c.tied), "coincide_with_rule": list(c.same)}
+            "interval_low": low, "interval_high": high, "no_gain_over_baseline": c.no_gain,
+            "best": c.best, "runner_up": c.runner_up, "best_minus_runner_up": runner_mean,
+            "runner_up_low": runner_low, "runner_up_high": runner_high, "best_ties_runner_up": c.tie,
+            "too_few_prompts_to_rank": c.unranked, "tied_with_best": list(c.tied),
+            "coincide_with_rule": list(c.same)}
 
 
 def read_rows(path: Path) -> list[dict]:
