@@ -4,12 +4,13 @@ served once (components.serving.line, components.serving.shared_runs)."""
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 
 import pytest
 
-from components.serving.line import Line, Refused, Ticket, Visitor, next_up, place_text
+from components.serving.line import Line, Refused, Ticket, Visitor, next_up, place_text, round_robin_order
 from components.serving.shared_runs import SharedRuns
 
 pytestmark = pytest.mark.unit
@@ -55,6 +56,24 @@ def test_turns_go_round_robin_across_addresses_then_sessions():
         served[ticket.visitor.address] = served[ticket.visitor] = n
     # the home address gets the second turn, not the fifth; the school's sessions in their order
     assert order == [school[0].visitor, home.visitor, school[1].visitor, school[2].visitor, school[3].visitor]
+
+
+def test_the_fixed_order_the_estimates_use_is_the_order_the_turns_give():
+    rng = random.Random(7)
+    for _ in range(200):
+        waiting = [Ticket(Visitor(f"a{rng.randrange(4)}", f"s{rng.randrange(6)}"), lambda: True, arrived=float(i))
+                   for i in range(rng.randrange(1, 25))]
+        served = {key: rng.randrange(-1, 5) for key in {t.visitor.address for t in waiting} | {t.visitor for t in waiting}}
+        turns = dict(served)
+        dynamic, left, n = [], list(waiting), 100
+        while left:  # next_up one at a time, each start updating the turns (no session busy)
+            ticket = next_up(left, set(), lambda k: turns.get(k, -1), lambda k: turns.get(k, -1))
+            dynamic.append(ticket)
+            left.remove(ticket)
+            turns[ticket.visitor.address] = turns[ticket.visitor] = n
+            n += 1
+        fixed = round_robin_order(waiting, lambda k: served.get(k, -1), lambda k: served.get(k, -1))
+        assert [t.visitor.address for t in fixed] == [t.visitor.address for t in dynamic]
 
 
 def test_a_session_with_a_run_going_waits_for_it():

@@ -134,6 +134,27 @@ def next_up(waiting: list[Ticket], busy_sessions: set[Visitor], address_turn: Ca
     return best
 
 
+def round_robin_order(waiting: list[Ticket], address_turn: Callable, session_turn: Callable) -> list[Ticket]:
+    """The order `next_up` would start `waiting` in if no session were busy, in O(n log n): an address's j-th
+    request goes in round j, and each round takes the addresses in the order of the first (the one they had
+    before any was served again); within an address, its sessions' k-th requests go in round k, likewise."""
+    by_session: dict[Visitor, list[Ticket]] = {}
+    for ticket in waiting:
+        by_session.setdefault(ticket.visitor, []).append(ticket)
+    by_address: dict[str, list[tuple]] = {}
+    for visitor, tickets in by_session.items():
+        session_rank = (session_turn(visitor), tickets[0].arrived, id(tickets[0]))
+        for k, ticket in enumerate(tickets):
+            by_address.setdefault(visitor.address, []).append(((k, session_rank), ticket))
+    order = []
+    for address, items in by_address.items():
+        items.sort(key=lambda item: item[0])
+        address_rank = (address_turn(address), items[0][0][1])  # its first request's session rank breaks ties
+        order.extend(((j, address_rank), ticket) for j, (_, ticket) in enumerate(items))
+    order.sort(key=lambda item: item[0])
+    return [ticket for _, ticket in order]
+
+
 class Line:
     """A line of runs (module docstring): `slots` at once, fair turns, bounded, with estimated starts."""
 
@@ -150,6 +171,7 @@ class Line:
         self._plan: dict[Ticket, Place] = {}
         self._planned_at = -float("inf")
         self._version = self._planned_version = 0
+        self._next: tuple[int, Ticket | None] = (-1, None)  # (version, the ticket whose turn it is)
 
     # ------------------------------------------------------------------ reading
 
@@ -239,8 +261,10 @@ class Line:
     def _may_start(self, ticket: Ticket) -> bool:
         if len(self._running) >= self.slots:
             return False
-        busy = {t.visitor for t in self._running}
-        return next_up(self._waiting, busy, self._address_turns.of, self._session_turns.of) is ticket
+        if self._next[0] != self._version:  # one pick per change, however many waiting requests ask
+            busy = {t.visitor for t in self._running}
+            self._next = (self._version, next_up(self._waiting, busy, self._address_turns.of, self._session_turns.of))
+        return self._next[1] is ticket
 
     def _take_back_abandoned(self) -> None:
         """Slots of streamed runs whose visitor left between two steps (Gradio will not ask for more)."""
@@ -259,33 +283,33 @@ class Line:
 
     def _places(self) -> dict[Ticket, Place]:
         now = self.clock()
-        if self._planned_version != self._version or now - self._planned_at > PLAN_EVERY_S:
+        stale = now - self._planned_at
+        if (self._planned_version != self._version and stale > POLL_S) or stale > PLAN_EVERY_S:
             self._plan = self._schedule(self._waiting)
             self._planned_at, self._planned_version = now, self._version
         return self._plan
 
     def _schedule(self, waiting: list[Ticket]) -> dict[Ticket, Place]:
-        """Each waiting ticket's place: the turn rule replayed on the estimated costs (called with the lock held)."""
+        """Each waiting ticket's place: the turn rule replayed on the estimated costs (called with the lock held).
+        The round-robin order is fixed first (`round_robin_order`); a ticket whose session still has a run
+        going when a slot frees lets the next in that order go first."""
         now = self.clock()
         busy_until = {t.visitor: max(t.cost_s - (now - (now if t.started is None else t.started)), OVERRUN_S)
                       for t in self._running}
         slots = list(busy_until.values()) + [0.0] * max(self.slots - len(self._running), 0)
         heapq.heapify(slots)
-        address_turns, session_turns = self._address_turns.copy(), self._session_turns.copy()
-        turn = itertools.count(1 << 60)  # simulated turns come after every real one
-        left, places, position = list(waiting), {}, 0
-        while left and slots:
+        order = round_robin_order(waiting, self._address_turns.of, self._session_turns.of)
+        places, position = {}, 0
+        while order and slots:
             free_at = heapq.heappop(slots)
-            busy = {visitor for visitor, until in busy_until.items() if until > free_at}
-            ticket = next_up(left, busy, lambda a: address_turns.get(a, -1), lambda v: session_turns.get(v, -1))
-            if ticket is None:  # every waiting session has a run going: this slot frees when the first of them ends
-                heapq.heappush(slots, min(until for until in busy_until.values() if until > free_at))
+            index = next((i for i, t in enumerate(order) if busy_until.get(t.visitor, 0.0) <= free_at), None)
+            if index is None:  # every waiting session has a run going: this slot frees when the first of them ends
+                heapq.heappush(slots, min(busy_until[t.visitor] for t in order))
                 continue
-            left.remove(ticket)
+            ticket = order.pop(index)
             position += 1
             places[ticket] = Place(position, len(waiting), len(self._running), free_at)
             end = free_at + max(ticket.cost_s, 0.0)
             busy_until[ticket.visitor] = end
-            address_turns[ticket.visitor.address] = session_turns[ticket.visitor] = next(turn)
             heapq.heappush(slots, end)
         return places

@@ -72,7 +72,8 @@ class Fairness:
     max_wait_s: int = 180  # a request waits while its estimated start is within this; past it, refused
     # At the door of Gradio's queue (components.serving.gate), all events together:
     visitor_events: int = 6  # per session: events in Gradio's queue, waiting or running
-    address_events: int = 160  # per address: the same, all its sessions together
+    address_events: int = 130  # per address: the same, all its sessions together (a class of 60, one going and
+    # one waiting each; at most the lines' own address_runs, so a flooding address is refused at the gate, cheaply)
     joins_per_minute: int = 120  # per session: joins refilled a minute (the explorer's autoplay sends 40)
     join_burst: int = 10  # per session: joins at once
     address_joins_per_minute: int = 2400  # per address, all its sessions together
@@ -93,7 +94,7 @@ class Fairness:
             address_runs=_env_int("SPECTR_GBV_ADDRESS_RUNS", 128),
             max_wait_s=_env_int("SPECTR_GBV_MAX_WAIT_SECONDS", 180),
             visitor_events=_env_int("SPECTR_GBV_VISITOR_EVENTS", 6),
-            address_events=_env_int("SPECTR_GBV_ADDRESS_EVENTS", 160),
+            address_events=_env_int("SPECTR_GBV_ADDRESS_EVENTS", 130),
             joins_per_minute=_env_int("SPECTR_GBV_VISITOR_JOINS_PER_MINUTE", 120),
             join_burst=_env_int("SPECTR_GBV_VISITOR_JOIN_BURST", 10),
             address_joins_per_minute=_env_int("SPECTR_GBV_ADDRESS_JOINS_PER_MINUTE", 2400),
