@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 import torch
 
+from . import cpu_kernel
 from .attention import use_grouped_sdpa
 from .cache import CACHE_ENV, cache_dir  # noqa: F401 - CACHE_ENV re-exported: tests and callers read hf.CACHE_ENV
 from .hf_session import HFModel, HFSession, LoadedModel
@@ -207,6 +208,8 @@ def load_model(source: str = DEFAULT, device: str | torch.device | None = None, 
     if source == DEFAULT:
         loaded = _from_folder_or_hub(str(default_target_dir()), device, dtype)
         loaded.name = DEFAULT_TARGET_NAME
+        # its Q4_1 file, found when the int4 kernel asks for it (cpu_kernel.gguf_source)
+        setattr(loaded.model, cpu_kernel.GGUF_SOURCE, default_gguf_path)
         return loaded
     if source == DEFAULT_DRAFT:
         loaded = _from_folder_or_hub(str(default_draft_dir()), device, dtype)
@@ -301,7 +304,7 @@ def feature_draft_model(target: LoadedModel, folder: Path) -> "FeatureDraftModel
                               dtype=torch.float32 if fp16_weights else None)
     if fp16_weights:
         draft.use_fp16_weights()
-    elif target.kernel is not None and target.kernel.kernel == "bfloat16":
+    elif target.kernel is not None and target.kernel.kernel in ("bfloat16", "int4"):  # both bf16 models
         draft.use_packed_weights()
     return draft
 
