@@ -9,7 +9,8 @@ Loading (`load_model`, `load_pair`):
   (dequantised, about 20-40 s), and cached once as safetensors under the cache folder, so
   later starts take seconds. Its default draft is the feature-conditioned head in
   assets/draft/feature (`feature_draft`); the layered distilled draft stays selectable as
-  "default-draft";
+  "default-draft". The model remembers its file (`cpu_kernel.GGUF_SOURCE`), so that the `int4`
+  CPU kernel can keep the file's Q4_1 blocks in 4 bits instead (`int4_linear`);
 * a local directory saved with `save_pretrained`;
 * a hub id (downloads only when the user asks for one; fails clearly when offline).
 `trust_remote_code` is never enabled. Draft and target tokenizers must agree token for
@@ -27,7 +28,6 @@ import os
 from pathlib import Path
 import torch
 
-from . import cpu_kernel
 from .attention import use_grouped_sdpa
 from .cache import CACHE_ENV, cache_dir  # noqa: F401 - CACHE_ENV re-exported: tests and callers read hf.CACHE_ENV
 from .hf_session import HFModel, HFSession, LoadedModel
@@ -208,8 +208,10 @@ def load_model(source: str = DEFAULT, device: str | torch.device | None = None, 
     if source == DEFAULT:
         loaded = _from_folder_or_hub(str(default_target_dir()), device, dtype)
         loaded.name = DEFAULT_TARGET_NAME
+        from .cpu_kernel import GGUF_SOURCE
+
         # its Q4_1 file, found when the int4 kernel asks for it (cpu_kernel.gguf_source)
-        setattr(loaded.model, cpu_kernel.GGUF_SOURCE, default_gguf_path)
+        setattr(loaded.model, GGUF_SOURCE, default_gguf_path)
         return loaded
     if source == DEFAULT_DRAFT:
         loaded = _from_folder_or_hub(str(default_draft_dir()), device, dtype)
