@@ -85,8 +85,11 @@ def test_the_environment_overrides_the_probe(monkeypatch, tiny):
     # only the forced kernel is timed, so the note still says what scoring costs there
     assert choice.kernel == "fp16-weights" and [c.kernel for c in choice.costs] == ["fp16-weights"]
     assert "SPECTR_GBV_CPU_KERNEL" in choice.reason and "one-token steps" in choice.note()
-    monkeypatch.setenv(cpu_kernel.KERNEL_ENV, "int4")
-    with pytest.raises(ValueError, match="float32, fp16-weights, bfloat16"):
+    monkeypatch.setenv(cpu_kernel.KERNEL_ENV, "int8")
+    with pytest.raises(ValueError, match="float32, fp16-weights, bfloat16, int4"):
+        cpu_kernel.choose(tiny.model, tiny.name)
+    monkeypatch.setenv(cpu_kernel.KERNEL_ENV, "int4")  # known, but only the default target has its Q4_1 file
+    with pytest.raises(ValueError, match="Q4_1 GGUF file"):
         cpu_kernel.choose(tiny.model, tiny.name)
     monkeypatch.delenv(cpu_kernel.KERNEL_ENV)
     monkeypatch.setenv(cpu_kernel.DTYPE_ENV, "float32")  # the older variable: the stand-in for a CPU without bf16

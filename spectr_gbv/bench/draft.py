@@ -1,6 +1,6 @@
 """How good is the default draft? Acceptance and cost, on held-out prompts.
 
-    python -m spectr_gbv.bench.draft [--draft FOLDER] [--kernel float32|fp16-weights|bfloat16] [--sharegpt N] [--json F]
+    python -m spectr_gbv.bench.draft [--draft FOLDER] [--kernel float32|fp16-weights|bfloat16|int4] [--sharegpt N] [--json F]
 
 * alpha = sum_x min(p_target(x), p_draft(x)) at T = 0.7 (both distributions processed the
   same way), averaged over the positions of the target's own T = 0.7 continuations of the

@@ -1,6 +1,6 @@
 """What a forward of the default target costs in each CPU kernel, as ratios to a one-token step.
 
-    python -m spectr_gbv.bench.kernels [--kernels float32 fp16-weights bfloat16] [--threads 1]
+    python -m spectr_gbv.bench.kernels [--kernels float32 fp16-weights bfloat16 int4] [--threads 1]
                                        [--repeats 15] [--out assets/results/cpu_<class>]
 
 In one process, for each kernel (default: the candidates `models.cpu_kernel` probes on this
@@ -57,10 +57,10 @@ def main(argv=None) -> None:
 
     flags = cpu_kernel.cpu_flags()
     klass = cpu_kernel.cpu_class(flags)
-    kernels = args.kernels or cpu_kernel.candidates(flags)
     header = f"{cpu_kernel.describe_cpu(flags)}; torch {torch.__version__}, {args.threads} thread(s)"
     print(header, flush=True)
     base = load_model("default", device="cpu", dtype=torch.float32)
+    kernels = args.kernels or cpu_kernel.candidates(flags, base.model)  # int4 where bf16 is native
     rows = []
     for kernel in kernels:
         model = cpu_kernel.apply_kernel(copy.deepcopy(base.model), kernel)

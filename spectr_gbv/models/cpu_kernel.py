@@ -18,7 +18,7 @@ this project's AVX512-BF16 EPYC, packed bf16 scores 9 positions in about 1.15 on
 but its step is slower than fp16 weights'); `make bench` then also times plain decoding in the
 kernel with the fastest step. The choice is cached per CPU model, flags, torch version and
 thread count.
-`$SPECTR_GBV_CPU_KERNEL` (float32, fp16-weights, bfloat16) overrides it, and so does the older
+`$SPECTR_GBV_CPU_KERNEL` (float32, fp16-weights, bfloat16, int4) overrides it, and so does the older
 `$SPECTR_GBV_CPU_DTYPE`.
 
 Exactness does not depend on the choice: AR and every method decode with the same target (the
@@ -34,7 +34,14 @@ Candidates:
 * `bfloat16`: the whole model in bf16, a candidate only where the CPU computes bf16 natively.
   Its Linears hold their weights pre-packed for oneDNN (`PackedLinear`): the same products, bit
   for bit, as `F.linear` in bf16, which re-packs the weight on every call and so made a
-  one-token bf16 step 1.6x slower than an fp16-weight one.
+  one-token bf16 step 1.6x slower than an fp16-weight one;
+* `int4`: the default target in its file's own format (`int4_linear`): the Q4_1 projections kept
+  in 4 bits with their group-32 d and m (as bf16 scale d and zero m + 8 d) for torch's CPU int4
+  weight-only kernel, the rest as in `bfloat16`. Only a model that remembers its Q4_1 file
+  (`GGUF_SOURCE`, set by `hf.load_model("default")`) can take it, and it is probed only where bf16
+  is native: its vectorised loop takes bf16 activations, and on the AVX2 machine (shared and loaded,
+  so roughly) one int4 product of a single row timed 2.5 to 3.5 times an fp16-weight GEMM of the
+  same shape, before any emulated bf16 elementwise work.
 """
 
 from __future__ import annotations
@@ -53,8 +60,12 @@ import torch
 
 KERNEL_ENV = "SPECTR_GBV_CPU_KERNEL"
 DTYPE_ENV = "SPECTR_GBV_CPU_DTYPE"  # the older override: float32 or bfloat16
-KERNELS = ("float32", "fp16-weights", "bfloat16")
-KERNEL_LABELS = {"float32": "fp32", "fp16-weights": "fp16 weights (fbgemm)", "bfloat16": "bf16 (oneDNN, packed)"}
+KERNELS = ("float32", "fp16-weights", "bfloat16", "int4")
+KERNEL_LABELS = {"float32": "fp32", "fp16-weights": "fp16 weights (fbgemm)", "bfloat16": "bf16 (oneDNN, packed)",
+                 "int4": "Q4_1 in 4 bits (torch int4, bf16)"}
+# The attribute of a model loaded from a Q4_1 GGUF file: a function that finds the file, whose blocks the
+# int4 kernel reads (`gguf_source`).
+GGUF_SOURCE = "spectr_gbv_gguf_file"
 PROBE_POSITIONS = 4  # the issue's yardstick: a 4-position scoring forward, in one-token steps
 # The scoring forward of the app's default iteration (K = 2 drafts of L = 4: one pending token and
 # up to 8 drafted ones in one tree forward): what the choice is made on.
@@ -115,14 +126,26 @@ def cpu_class(flags: set[str]) -> str:
     return "other"
 
 
-def candidates(flags: set[str]) -> list[str]:
-    """The kernels worth probing on this CPU: bf16 only where it is native (emulated bf16 is several times slower)."""
+def candidates(flags: set[str], model: torch.nn.Module | None = None) -> list[str]:
+    """The kernels worth probing on this CPU: bf16 only where it is native (emulated bf16 is several
+    times slower), and int4 only there too and only for a `model` that remembers its Q4_1 file."""
     found = ["float32"]
     if "fbgemm" in torch.backends.quantized.supported_engines and "f16c" in flags:
         found.append("fp16-weights")
     if cpu_class(flags) in NATIVE_BF16_CLASSES:
         found.append("bfloat16")
+        from .int4_linear import available
+
+        if model is not None and getattr(model, GGUF_SOURCE, None) is not None and available():
+            found.append("int4")
     return found
+
+
+def gguf_source(model: torch.nn.Module) -> Path | None:
+    """The Q4_1 GGUF file `model` was loaded from, if it says so: its `GGUF_SOURCE` attribute is a
+    function that finds the (verified) file, called only when the int4 kernel is applied."""
+    find = getattr(model, GGUF_SOURCE, None)
+    return None if find is None else Path(find())
 
 
 # The fbgemm fp16 GEMM behind torch.ao's dynamic fp16 Linear, called directly; torch marks these
@@ -254,6 +277,14 @@ def apply_kernel(model: torch.nn.Module, kernel: str) -> torch.nn.Module:
         if not torch.ops.mkldnn._is_mkldnn_bf16_supported():  # forced on a CPU oneDNN has no bf16 for
             return model
         return packed_linears(model, keep_dense=(model.get_output_embeddings(),))
+    if kernel == "int4":
+        from .int4_linear import int4_linears
+
+        source = gguf_source(model)
+        if source is None:
+            raise ValueError("the int4 kernel keeps the weights of a Q4_1 GGUF file in 4 bits: only the default target, "
+                             "loaded from its file, has one")
+        return int4_linears(model, source)
     if kernel == "fp16-weights":
         from .fused_linear import fuse_sibling_linears
 
@@ -431,7 +462,7 @@ def choose(model: torch.nn.Module, model_name: str, cache: Path | None = None) -
     flags = cpu_flags()
     klass, name = cpu_class(flags), cpu_model()
     forced = override()
-    kernels = [forced[0]] if forced is not None else candidates(flags)
+    kernels = [forced[0]] if forced is not None else candidates(flags, model)
 
     def chosen(costs: tuple[KernelCost, ...]) -> KernelChoice:
         if forced is not None:

@@ -33,11 +33,14 @@ SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 
 
 class FusedGroup:
-    """The packed weights of sibling Linears, and the last input's product while its slices are taken."""
+    """The packed weights of sibling Linears, and the last input's product while its slices are taken.
 
-    def __init__(self, linears: list[torch.nn.Linear]):
+    `product` computes the siblings' outputs side by side; by default their fp16-weight GEMM (the
+    `int4` kernel hands in its own, `int4_linear.Int4Linear` of the stacked Q4_1 blocks)."""
+
+    def __init__(self, linears: list[torch.nn.Linear], product: torch.nn.Module | None = None):
         self.sizes = [linear.out_features for linear in linears]
-        self.product = Fp16WeightLinear.side_by_side(linears)
+        self.product = Fp16WeightLinear.side_by_side(linears) if product is None else product
         self.done = (1 << len(linears)) - 1
         self.input = self.parts = None
         self.taken = 0
@@ -65,7 +68,7 @@ class FusedMember(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, slice {self.index} of one "
-                f"fp16-weight GEMM of {self.group.product.out_features}")
+                f"{type(self.group.product).__name__} of {self.group.product.out_features}")
 
 
 def fuse_sibling_linears(model: torch.nn.Module) -> int:

@@ -9,7 +9,8 @@ Loading (`load_model`, `load_pair`):
   (dequantised, about 20-40 s), and cached once as safetensors under the cache folder, so
   later starts take seconds. Its default draft is the feature-conditioned head in
   assets/draft/feature (`feature_draft`); the layered distilled draft stays selectable as
-  "default-draft";
+  "default-draft". The model remembers its file (`cpu_kernel.GGUF_SOURCE`), so that the `int4`
+  CPU kernel can keep the file's Q4_1 blocks in 4 bits instead (`int4_linear`);
 * a local directory saved with `save_pretrained`;
 * a hub id (downloads only when the user asks for one; fails clearly when offline).
 `trust_remote_code` is never enabled. Draft and target tokenizers must agree token for
@@ -207,6 +208,10 @@ def load_model(source: str = DEFAULT, device: str | torch.device | None = None, 
     if source == DEFAULT:
         loaded = _from_folder_or_hub(str(default_target_dir()), device, dtype)
         loaded.name = DEFAULT_TARGET_NAME
+        from .cpu_kernel import GGUF_SOURCE
+
+        # its Q4_1 file, found when the int4 kernel asks for it (cpu_kernel.gguf_source)
+        setattr(loaded.model, GGUF_SOURCE, default_gguf_path)
         return loaded
     if source == DEFAULT_DRAFT:
         loaded = _from_folder_or_hub(str(default_draft_dir()), device, dtype)
@@ -301,7 +306,7 @@ def feature_draft_model(target: LoadedModel, folder: Path) -> "FeatureDraftModel
                               dtype=torch.float32 if fp16_weights else None)
     if fp16_weights:
         draft.use_fp16_weights()
-    elif target.kernel is not None and target.kernel.kernel == "bfloat16":
+    elif target.kernel is not None and target.kernel.kernel in ("bfloat16", "int4"):  # both bf16 models
         draft.use_packed_weights()
     return draft
 
