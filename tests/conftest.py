@@ -16,6 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: a
 # The apps the tests serve (and their child processes) stay eager: a background compile would load
 # the machine for minutes. tests/test_compiled.py and tests/test_compile_switch.py compile on purpose.
 os.environ.setdefault("SPECTR_GBV_COMPILE", "off")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two workers on two cores: one torch thread each. Torch's default (every core per process) makes
+    # their small ops wait on each other's spinning threads (a 5 us softmax took 0.8 ms).
+    torch.set_num_threads(1)
 
 # The tiers, as declared in pytest.ini (tests/test_tiers.py checks that the two lists agree).
 TIERS = ("exact", "unit", "api", "statistical", "model", "browser", "slow")
