@@ -56,9 +56,9 @@ def limits(monkeypatch):
 
 @pytest.fixture
 def free_estimates(monkeypatch):
-    """Every pair's estimated seconds zero, its acceptance kept (components.wiring.cost): a server far slower
+    """Every pair's estimated seconds zero, its acceptance kept (components.wiring.admission.cost): a server far slower
     than the estimates, where a run passes the pre-start check and its budget still stops it mid-run."""
-    from components.wiring import cost
+    from components.wiring.admission import cost
 
     for key, costs in list(cost.PAIR_COSTS.items()):
         monkeypatch.setitem(cost.PAIR_COSTS, key, dataclasses.replace(

@@ -96,7 +96,7 @@ def test_a_pairs_kind_is_its_one_entry_and_the_app_reads_it():
     """The teaching pairs are the ones whose entry says so: their vocabulary is their words', and the
     serving line, GPU request and timing follow the kind, never a pair's name."""
     from components.serving import gpu, visitors
-    from components.wiring import cost
+    from components.wiring.admission import cost
     from spectr_gbv.pairs import PAIRS, TEACHING, get_pair, is_teaching
 
     teaching = [key for key, info in PAIRS.items() if info.kind == TEACHING]

@@ -173,7 +173,7 @@ class Budget:
         if self.iterations > self.limits.iterations:
             raise BudgetSpent(
                 f"this request needs more than {self.limits.iterations} decoding iterations per request"
-            )  # without advice: each view adds its own (components.wiring.budget_stops.ADVICE)
+            )  # without advice: each view adds its own (components.wiring.admission.budget_stops.ADVICE)
         if time.monotonic() > self.deadline:
             limit = (f"this server's limit of {self.limits.seconds} s per request" if self.gpu_seconds is None
                      else f"the {self.gpu_seconds:.0f} s of GPU time it asked for")

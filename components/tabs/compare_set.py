@@ -30,8 +30,8 @@ from ..render.set_figures import paired_difference_figure, seed_summary, seeds_f
 from spectr_gbv.bench.view import coupled_leader
 
 from ..serving.limits import BudgetSpent
-from ..wiring import cost
-from ..wiring.budget_stops import Ticker, budget_stop
+from ..wiring.admission import cost
+from ..wiring.admission.budget_stops import Ticker, budget_stop
 from ..wiring.prompt_set_choice import check_set_fits, check_set_name, prepare_set, set_prompts
 from ..wiring.runs import MAX_REPEATS, Stop, header_html, header_line
 from ..wiring.settings import check_flag, check_methods, check_pair_key, number, settings, shown
