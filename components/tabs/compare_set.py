@@ -39,10 +39,10 @@ from .compare_run import Compared
 
 
 def check_baseline(baseline, methods: list[str]) -> str:
-    """The rule the differences are taken against: one of the ticked methods (empty: SpecTr if ticked, else the
-    first ticked)."""
+    """The rule the differences are taken against: one of the ticked methods (empty: the registry's
+    `compare_baseline` (SpecTr) if ticked, else the first ticked)."""
     if baseline is None or baseline == "":
-        return "spectr" if "spectr" in methods else methods[0]
+        return next((m for m in methods if METHODS[m].compare_baseline), methods[0])
     if not isinstance(baseline, str) or baseline not in methods:
         raise ValueError(f"the baseline rule must be one of the ticked methods ({', '.join(methods)}), "
                          f"got {shown(baseline)}")
