@@ -60,9 +60,9 @@ def limits(monkeypatch):
 
 @pytest.fixture
 def free_estimates(monkeypatch):
-    """Every pair's estimated seconds zero, its acceptance kept (components.wiring.cost): a server far slower
+    """Every pair's estimated seconds zero, its acceptance kept (components.wiring.admission.cost): a server far slower
     than the estimates, where a run passes the pre-start check and its budget still stops it mid-run."""
-    from components.wiring import cost
+    from components.wiring.admission import cost
 
     for key, costs in list(cost.PAIR_COSTS.items()):
         monkeypatch.setitem(cost.PAIR_COSTS, key, dataclasses.replace(
@@ -78,11 +78,11 @@ def large_vocabulary_paths(monkeypatch):
     """AS-BV's stand-ins used above 64 tokens, switched on at tiny sizes: the order ranks only the
     2 likeliest proposals by ratio, the LP keeps 2 tokens, and alive counts with posterior
     below 0.3 are served by "first"."""
-    from spectr_gbv.methods import as_bv, as_bv_fast, as_bv_lp
+    from spectr_gbv.methods import as_bv_fast, as_bv_laws, as_bv_lp
 
     monkeypatch.setattr(as_bv_fast, "ORDER_HEAD", 2)
     monkeypatch.setattr(as_bv_lp, "MAX_LP_TOKENS", 2)
-    monkeypatch.setattr(as_bv, "MIN_ALIVE_MASS", 0.3)
+    monkeypatch.setattr(as_bv_laws, "MIN_ALIVE_MASS", 0.3)
     as_bv_lp._solve_mixture.cache_clear()
 
 

@@ -33,7 +33,7 @@ from conftest import (assert_theory_line_is_the_enumerated_mean, constant, diric
                       fidelity_error, mixture)
 from spectr_gbv import generate
 from spectr_gbv.exact import enumerate_outcomes, iteration_law, sequence_prob, verify_input_for
-from spectr_gbv.methods import METHODS, VerifyInput, as_bv, as_bv_fast, as_bv_handoff, as_bv_lp
+from spectr_gbv.methods import METHODS, VerifyInput, as_bv, as_bv_device, as_bv_fast, as_bv_handoff, as_bv_lp
 from spectr_gbv.methods.support import on_draft_support
 from spectr_gbv.randomness import ScriptedRandomness, TorchRandomness
 from spectr_gbv.toy import toy_pair
@@ -129,7 +129,7 @@ def test_large_vocabulary_stand_ins_are_exact(V, L, K, seed, kind, large_vocabul
 
 @pytest.mark.parametrize("rule, K, L, seed", [("as_bv_handoff", 3, 2, 25), ("as_bv", 3, 2, 17)])
 def test_phase_one_on_the_device_is_exact_with_three_drafts(rule, K, L, seed, monkeypatch):
-    """A large table's phase 1 runs on the device (`as_bv._node_law_on_device`: the vertex search,
+    """A large table's phase 1 runs on the device (`as_bv_device.node_law_on_device`: the vertex search,
     "first"'s check by a mask, the alive count's Bayes step as vectors over c). Switched on at two
     tokens (the LP keeps one kink, the order's head is one token), its Bayes step meets counts of 2
     and 3 and the output law is still the target's, by exact enumeration. (Four drafts take half a
@@ -137,13 +137,13 @@ def test_phase_one_on_the_device_is_exact_with_three_drafts(rule, K, L, seed, mo
     monkeypatch.setattr(as_bv_fast, "ORDER_HEAD", 1)
     monkeypatch.setattr(as_bv_lp, "MAX_LP_TOKENS", 1)
     counts = set()
-    original = as_bv._joint_on_device
+    original = as_bv_device._joint_on_device
 
     def recording(comp, *args):
         counts.add(comp.num_alive)
         return original(comp, *args)
 
-    monkeypatch.setattr(as_bv, "_joint_on_device", recording)
+    monkeypatch.setattr(as_bv_device, "_joint_on_device", recording)
     target, draft = dirichlet_pair(2, seed, "mixed")
     assert fidelity_error(METHODS[rule], target, draft, K, L) <= 1e-12
     assert max(counts) == K  # the device Bayes step ran with every count up to K
@@ -151,7 +151,7 @@ def test_phase_one_on_the_device_is_exact_with_three_drafts(rule, K, L, seed, mo
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5])
 def test_the_device_joint_laws_are_the_host_ones(n):
-    """`as_bv._joint_on_device` (T_r[n](y, c) as vectors over c) equals the host's `joint_at` term by
+    """`as_bv_device._joint_on_device` (T_r[n](y, c) as vectors over c) equals the host's `joint_at` term by
     term on nodes of seeded pairs, at candidates of every kind, and sums over c to the marginals."""
     for seed in range(6):
         target, draft = dirichlet_model(40, 300 + seed, 0.4)(()), dirichlet_model(40, 400 + seed, 0.4)(())
@@ -162,7 +162,7 @@ def test_the_device_joint_laws_are_the_host_ones(n):
         comp = as_bv.components(target, draft, order, below, n)
         for y in range(40):
             host = as_bv.joint_at(comp, float(draft[y]), float(below[y]), y)
-            device = as_bv._joint_on_device(comp, draft[y], below[y], comp.accept[y], comp.rejected[y], comp.below_rejected[y])
+            device = as_bv_device._joint_on_device(comp, draft[y], below[y], comp.accept[y], comp.rejected[y], comp.below_rejected[y])
             assert device.reshape(-1).tolist() == pytest.approx([float(x) for row in host for x in row], rel=1e-12, abs=1e-300)
             assert device[:, 1:].sum(-1).tolist() == pytest.approx(comp.marginals[:, y].tolist(), rel=1e-12, abs=1e-300)
 

@@ -34,7 +34,7 @@ import torch
 
 from conftest import dirichlet_model, dirichlet_pair
 from spectr_gbv.exact import verify_input_for
-from spectr_gbv.methods import as_bv, as_bv_fast, as_bv_lp
+from spectr_gbv.methods import as_bv, as_bv_device, as_bv_fast, as_bv_laws, as_bv_lp
 from spectr_gbv.randomness import TorchRandomness
 
 pytestmark = pytest.mark.exact
@@ -134,11 +134,11 @@ def test_firsts_check_on_the_device_decides_as_the_host_check():
                 weights, capped_sums = as_bv_lp.vertex_mixture_on_device(comp.marginals, cap)
                 mixed += max(weights.tolist()) < 1.0
                 busy = torch.tensor(True)
-                on_device = as_bv._prefer_first_on_device(comp.marginals, cap, weights, capped_sums, busy)
-                on_host = as_bv._prefer_first(comp.marginals, cap, tuple(weights.tolist()))
+                on_device = as_bv_device._prefer_first_on_device(comp.marginals, cap, weights, capped_sums, busy)
+                on_host = as_bv_laws._prefer_first(comp.marginals, cap, tuple(weights.tolist()))
                 assert tuple(on_device[0].tolist()) == on_host[0]
                 assert torch.allclose(on_device[1], on_host[1], rtol=1e-15, atol=0)
-                idle = as_bv._prefer_first_on_device(comp.marginals, cap, weights, capped_sums, ~busy)
+                idle = as_bv_device._prefer_first_on_device(comp.marginals, cap, weights, capped_sums, ~busy)
                 assert tuple(idle[0].tolist()) == as_bv.ONLY_FIRST and torch.equal(idle[1], draft)
     assert mixed >= 10
 

@@ -25,6 +25,7 @@ from tiny_models import save_tiny_llama
 pytestmark = pytest.mark.unit
 
 PROMPT = [3, 4, 5, 6]
+LOADED: list = []  # every target these tests load: their background scoring compiles are waited for
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -39,6 +40,34 @@ def tiny_dirs(tmp_path_factory):
     return save_tiny_llama(root / "target", seed=1), save_tiny_llama(root / "draft", seed=2)
 
 
+def load(tiny_dirs):
+    target, draft, _ = load_pair(str(tiny_dirs[0]), str(tiny_dirs[1]), device="cpu", compile=False)
+    LOADED.append(target)
+    return target, draft
+
+
+def settle() -> None:
+    """Every scoring bucket a session asked for is compiled (or given up) and its line logged, so
+    no background compile logs into a later test's capture."""
+    for target in LOADED:
+        switch = getattr(target, "compiled", None)
+        if switch is not None:
+            assert switch.scoring.wait_idle(60), "a background scoring compile did not finish in 60 s"
+
+
+@pytest.fixture(autouse=True)
+def quiet_background():
+    settle()
+    yield
+    settle()
+
+
+def lines_from(caplog, thread: int | None = None) -> list[logging.LogRecord]:
+    """The library's records logged by `thread` (default: this test's own thread)."""
+    thread = threading.get_ident() if thread is None else thread
+    return [r for r in caplog.records if r.name.startswith("spectr_gbv") and r.thread == thread]
+
+
 def stand_in_scoring(target, capacity: int = compiled.STATIC_CAPACITY) -> None:
     """The target's scoring buckets "compiled" by the stand-in: no inductor in these tests."""
     compiled.attach(target, capacity).scoring.compiler = stand_in_scorer
@@ -46,7 +75,7 @@ def stand_in_scoring(target, capacity: int = compiled.STATIC_CAPACITY) -> None:
 
 @pytest.fixture
 def pair(tiny_dirs):
-    target, draft, _ = load_pair(str(tiny_dirs[0]), str(tiny_dirs[1]), device="cpu", compile=False)
+    target, draft = load(tiny_dirs)
     stand_in_scoring(target)
     return target, draft
 
@@ -155,7 +184,7 @@ def test_a_failed_compile_serves_eagerly_with_one_logged_line(pair, caplog):
 
     with caplog.at_level(logging.INFO, logger="spectr_gbv"):
         assert compiled.attach(target).compile_now(broken) == compiled.EAGER
-    lines = [r for r in caplog.records if r.name.startswith("spectr_gbv")]
+    lines = lines_from(caplog)  # the compile ran in this thread
     assert len(lines) == 1 and lines[0].levelno == logging.WARNING
     assert "RuntimeError: inductor could not find a C compiler" in lines[0].getMessage()
     assert "traceback" not in lines[0].getMessage()
@@ -173,7 +202,7 @@ def test_a_compiled_step_that_disagrees_is_not_used(pair, caplog):
 
     with caplog.at_level(logging.INFO, logger="spectr_gbv"):
         assert compiled.attach(target).compile_now(off_by_a_little) == compiled.EAGER
-    lines = [r.getMessage() for r in caplog.records if r.name.startswith("spectr_gbv")]
+    lines = [r.getMessage() for r in lines_from(caplog)]
     assert len(lines) == 1 and "differ from eager" in lines[0]
     assert type(target.start(PROMPT)) is HFSession
 
@@ -183,8 +212,9 @@ def test_a_compile_whose_target_does_not_load_logs_one_line(caplog):
         raise OSError("no such model folder")
 
     with caplog.at_level(logging.INFO, logger="spectr_gbv"):
-        compiled.compile_in_background(no_target).join(30)
-    lines = [r.getMessage() for r in caplog.records if r.name.startswith("spectr_gbv")]
+        thread = compiled.compile_in_background(no_target)
+        thread.join(30)
+    lines = [r.getMessage() for r in lines_from(caplog, thread.ident)]
     assert len(lines) == 1 and "no such model folder" in lines[0]
 
 
@@ -192,7 +222,7 @@ def test_a_compile_whose_target_does_not_load_logs_one_line(caplog):
 
 
 def test_a_session_that_outgrows_its_static_cache_goes_on_eagerly_with_the_same_tokens(tiny_dirs):
-    target, draft, _ = load_pair(str(tiny_dirs[0]), str(tiny_dirs[1]), device="cpu", compile=False)
+    target, draft = load(tiny_dirs)
     eager = greedy_runs(target, draft)
     stand_in_scoring(target, capacity=12)
     compiled.attach(target).compile_now(stand_in_compiler)  # the prompt and a few tokens fit
@@ -237,7 +267,7 @@ def test_torch_compile_raising_leaves_the_target_eager(pair, monkeypatch, caplog
     monkeypatch.setattr(torch, "compile", no_compiler)
     with caplog.at_level(logging.INFO, logger="spectr_gbv"):
         assert compiled.attach(target).compile_now() == compiled.EAGER
-    lines = [r.getMessage() for r in caplog.records if r.name.startswith("spectr_gbv")]
+    lines = [r.getMessage() for r in lines_from(caplog)]
     assert len(lines) == 1 and "torch.compile is not supported here" in lines[0]
     assert type(target.start(PROMPT)) is HFSession
 
@@ -265,7 +295,7 @@ def test_a_compiled_step_that_fails_in_a_run_is_retaken_eagerly_and_the_target_g
     with caplog.at_level(logging.INFO, logger="spectr_gbv"):
         ar = generate(target, None, PROMPT, method="ar", temperature=0, max_new_tokens=12, detail=False).tokens
     assert ar == eager["ar"]
-    lines = [r.getMessage() for r in caplog.records if r.name.startswith("spectr_gbv")]
+    lines = [r.getMessage() for r in lines_from(caplog)]
     assert len(lines) == 1 and "CUDA graph replay failed" in lines[0]
     assert compiled.serving_mode(target) == compiled.EAGER
 

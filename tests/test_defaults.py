@@ -1,6 +1,6 @@
 """Every view's defaults finish on the first click, sized from a cost estimate (issue 24).
 
-Methodology: the estimate (components.wiring.cost) is unit-tested on cases with a closed form
+Methodology: the estimate (components.wiring.admission.cost) is unit-tested on cases with a closed form
 (the two-token example's iterations, AR's one a token) and on the default pair, whose costs
 were measured on a 2-core CPU beside another process (docs/views.md): its defaults must be
 estimated inside cost.DEFAULT_FRACTION of the time budget, and Sweep's inside its own limit on
@@ -19,7 +19,7 @@ import pytest
 import app  # noqa: F401  (first: it sets Gradio's environment before gradio is imported)
 from components.serving import visitors
 from components.serving import limits
-from components.wiring import caps, cost
+from components.wiring.admission import caps, cost
 from components.tabs import compare, fidelity, generate, sweep
 from components.wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, default_compare, prepare
 from components.wiring.runs import NOISY_AR_SPREAD, speedup_of

@@ -25,7 +25,7 @@ from app_server import free_port
 from components.serving import visitors
 from components.tabs import compare, generate, sweep
 from components.wiring import inputs, settings
-from components.wiring import caps
+from components.wiring.admission import caps
 from components.tabs import fidelity as fidelity_view
 from helpers import last, stand_in_pair
 from raw_api import call
@@ -96,7 +96,7 @@ def test_a_fidelity_request_is_stopped_in_its_decoding_phase(limits, monkeypatch
 
 def test_a_fidelity_request_stopped_later_keeps_the_runs_it_compared(limits, monkeypatch):
     """20 runs are compared 10 at a time: stopped in the second chunk, the first chunk's comparison stays."""
-    # An estimate that is wrong (any N fits: components.wiring.caps.max_fidelity_runs), so the request
+    # An estimate that is wrong (any N fits: components.wiring.admission.caps.max_fidelity_runs), so the request
     # starts and the true iterations spend the budget part way through.
     monkeypatch.setattr(caps, "max_fidelity_runs", lambda *args, **kwargs: 10**6)
     needed = _decoding_iterations(20, 2, L=1)

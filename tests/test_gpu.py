@@ -160,9 +160,9 @@ def test_the_durations_are_those_of_the_old_formula_bit_for_bit():
 
 @pytest.mark.unit
 def test_the_cpu_estimates_keep_their_own_sum_bit_for_bit():
-    """PairCost.iteration_seconds adds its terms as components.wiring.cost did before the one cost model
+    """PairCost.iteration_seconds adds its terms as components.wiring.admission.cost did before the one cost model
     (the fixed part, the positions, the draft steps): the views' defaults and caps do not move either."""
-    from components.wiring import cost
+    from components.wiring.admission import cost
 
     for pair_cost in [*cost.PAIR_COSTS.values(), cost.HUB_COST]:
         for k in range(0, 9):

@@ -8,7 +8,7 @@ import pytest
 from gradio_client import Client
 
 from app_server import running_app
-from components.wiring import grid_size
+from components.wiring.admission import grid_size
 
 pytestmark = pytest.mark.api
 

@@ -19,7 +19,7 @@ import pytest
 from components.render.kl_heatmap import NO_GAIN_MARK, TIE_MARK, kl_heatmap
 from components.render.palette import LOSSY_RED
 from components.tabs import grid_view
-from components.wiring import cost, grid_size
+from components.wiring.admission import cost, grid_size
 from components.wiring.runs import STOPS
 from spectr_gbv.bench import frontier
 from spectr_gbv.bench.grid_cells import GAIN, cell, cell_row, covers_zero, grid_cells

@@ -92,7 +92,7 @@ def test_tensor_rules_read_the_host_at_most_twice_per_iteration(tiny_pair, metho
 @pytest.fixture(scope="module")
 def wide_pair(tmp_path_factory):
     """A tiny pair above ORDER_HEAD (256) tokens, where AS-BV's node laws read nothing (between 65 and
-    256 tokens rho* and beta are still read, `as_bv._on_device`)."""
+    256 tokens rho* and beta are still read, `as_bv_device.on_device`)."""
     root = tmp_path_factory.mktemp("wide")
     target, draft, tokenizer = load_pair(str(save_tiny_llama(root / "t", vocab_size=300, seed=3)),
                                          str(save_tiny_llama(root / "d", vocab_size=300, seed=4)), device="cpu")

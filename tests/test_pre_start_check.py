@@ -1,6 +1,6 @@
 """Checked before it starts: a run whose estimate does not fit the budget is refused before any model call.
 
-Every view (Generate, the race, Compare, Sweep, Fidelity) estimates its run (components.wiring.cost)
+Every view (Generate, the race, Compare, Sweep, Fidelity) estimates its run (components.wiring.admission.cost)
 and refuses one over the budget's margin with a message naming what would fit, each fix the
 largest value of one setting that fits with the others as given; the page shows the same fixes
 as buttons. Budget stops say what the view's visitor can change, not another view's settings.
@@ -16,8 +16,9 @@ import pytest
 
 from components.serving.limits import Budget, BudgetSpent
 from components.tabs import compare, fidelity, generate, race, sweep
-from components.wiring import cost, fix_buttons, inputs, pre_start
-from components.wiring.budget_stops import budget_stop
+from components.wiring import inputs
+from components.wiring.admission import cost, fix_buttons, pre_start
+from components.wiring.admission.budget_stops import budget_stop
 from components.wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, default_compare
 from helpers import last
 

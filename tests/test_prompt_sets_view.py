@@ -21,7 +21,8 @@ from components.serving.request import COMPARE
 from components.tabs import compare_set, repeats_sizing
 from components.tabs.compare import compare
 from components.tabs.sweep import run_sweep
-from components.wiring import cost, prompt_set_choice
+from components.wiring import prompt_set_choice
+from components.wiring.admission import cost
 from components.wiring.prompt_set_choice import SET_NAMES, check_set_fits, check_set_name, set_prompts, set_size
 from spectr_gbv.bench import frontier
 from spectr_gbv.config import DecodeConfig

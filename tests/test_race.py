@@ -164,11 +164,11 @@ def test_a_teaching_pair_asks_for_no_gpu_and_a_model_pair_for_both_runs():
 
 
 def test_at_the_page_defaults_the_default_pair_races_within_budget_and_starts_at_once():
-    """From the per-pair costs measured on a 2-core CPU (components.wiring.cost): the race at the
+    """From the per-pair costs measured on a 2-core CPU (components.wiring.admission.cost): the race at the
     sidebar's defaults fits the share of the time budget the other views' defaults fit, and the
     first turn of each side (each one's prefill and first target call) is well within 3 s."""
     from components.serving import limits
-    from components.wiring import cost
+    from components.wiring.admission import cost
     from components.wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS
     from spectr_gbv.pairs import DEFAULT_KEY
 

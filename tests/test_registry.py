@@ -45,6 +45,16 @@ def test_exactly_one_method_is_the_app_default_and_the_page_opens_on_it():
     assert METHODS[DEFAULT_METHOD].exact and METHODS[DEFAULT_METHOD].compare_by_default
 
 
+def test_one_exact_method_is_compares_default_baseline():
+    from components.tabs.compare_set import check_baseline
+
+    baselines = [name for name, spec in METHODS.items() if spec.compare_baseline]
+    assert len(baselines) == 1 and METHODS[baselines[0]].exact
+    others = [name for name in METHODS if name not in baselines]
+    assert check_baseline(None, others[:2] + baselines) == baselines[0]
+    assert check_baseline("", others[:2]) == others[0]  # not ticked: the first ticked
+
+
 def test_about_names_the_lossy_rule_and_its_exact_counterpart():
     text = about_markdown()
     for spec in METHODS.values():
@@ -96,7 +106,7 @@ def test_a_pairs_kind_is_its_one_entry_and_the_app_reads_it():
     """The teaching pairs are the ones whose entry says so: their vocabulary is their words', and the
     serving line, GPU request and timing follow the kind, never a pair's name."""
     from components.serving import gpu, visitors
-    from components.wiring import cost
+    from components.wiring.admission import cost
     from spectr_gbv.pairs import PAIRS, TEACHING, get_pair, is_teaching
 
     teaching = [key for key, info in PAIRS.items() if info.kind == TEACHING]

@@ -16,7 +16,7 @@ from scipy import stats
 
 import app
 from spectr_gbv import METHODS
-from components.wiring import caps
+from components.wiring.admission import caps
 from components.wiring.runs import Stop, header_html, header_line, ignored_settings, mean_band
 from components.tabs import generate
 from components.wiring import inputs

@@ -21,7 +21,7 @@ from scipy import stats
 import app
 from spectr_gbv import METHODS
 from app_server import running_app
-from components.wiring import caps, cost
+from components.wiring.admission import caps, cost
 from components.wiring import inputs, settings
 from components.serving import limits as limits_module
 from components.serving.limits import fewest_iterations
@@ -88,7 +88,7 @@ def test_sweep_stopped_by_its_budget_keeps_the_points_that_finished(client, limi
 
 def test_fidelity_stopped_by_its_budget_keeps_the_runs_it_compared(client, limits, monkeypatch):
     # An estimate that is wrong: every draft accepted, so 100 runs of 3 tokens at L = 2 look like one iteration
-    # each (components.wiring.cost); the true 1.5 a run spend the 110 iterations part way through.
+    # each (components.wiring.admission.cost); the true 1.5 a run spend the 110 iterations part way through.
     monkeypatch.setitem(cost.PAIR_COSTS, "two-token", dataclasses.replace(cost.PAIR_COSTS["two-token"], alpha=1.0))
     limits(iterations=110)
     header, _figure, data = client.predict("two-token", "A", "spectr_gbv_released", 1, 2, 1.0, 100, 3,

@@ -190,7 +190,7 @@ class Budget:
             mark_cut()
             raise BudgetSpent(
                 f"this request needs more than {self.limits.iterations} decoding iterations per request"
-            )  # without advice: each view adds its own (components.wiring.budget_stops.ADVICE)
+            )  # without advice: each view adds its own (components.wiring.admission.budget_stops.ADVICE)
         if time.monotonic() > self.deadline:
             mark_cut()
             limit = (f"this server's limit of {self.limits.seconds} s per request" if self.gpu_seconds is None

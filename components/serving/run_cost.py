@@ -1,6 +1,6 @@
 """The one cost model of a decoding run, in seconds: a `PairCost`'s numbers and how they add up.
 
-Two sets of numbers read it: each pair's measured CPU costs (`components.wiring.cost.PAIR_COSTS`,
+Two sets of numbers read it: each pair's measured CPU costs (`components.wiring.admission.cost.PAIR_COSTS`,
 with expected iterations, for the views' defaults and caps) and the ZeroGPU worst case
 (`components.serving.gpu.GPU_COST`, every iteration emitting one token, for the duration a
 request asks for).

@@ -13,12 +13,13 @@ from spectr_gbv.bench.view import coupled_leader  # noqa: F401 - the views' and 
 
 from ..serving import gpu, visitors
 from ..serving.request import COMPARE
-from ..wiring.budget_stops import Ticker
+from ..wiring.admission.budget_stops import Ticker
 from .compare_run import CompareView
 from .compare_set import compare_over_set
 from ..wiring.prompt_set_choice import SINGLE, check_set_name, set_controls
 from ..wiring.errors import translate_error, user_errors
-from ..wiring import cost, fix_buttons, pre_start, private, stop_button
+from ..wiring import private, stop_button
+from ..wiring.admission import cost, fix_buttons, pre_start
 from ..wiring.downloads import download_components, wire_downloads
 from ..render.chart_layout import MIN_WIDTH
 from ..wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
@@ -48,7 +49,7 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     the speedup their median and range. When the budget stops the request, what finished
     stays, and the header says what was stopped (before any method finished: the tokens of the
     run in progress, and what would fit). Stop ends it at its next step, the same way. Settings whose
-    estimate does not fit the budget are refused before any model call (components.wiring.pre_start).
+    estimate does not fit the budget are refused before any model call (components.wiring.admission.pre_start).
 
     `prompt_set` names a set of prompts to run over instead of the prompt alone
     (components.wiring.prompt_set_choice; coupled: means and paired intervals against `baseline`,
@@ -79,7 +80,7 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
 
 def default_repeats(pair_key, num_methods: int | None = None) -> int:
     """Repeats when the page opens or the pair changes: the most (up to 3) whose estimate fits at the sidebar's
-    defaults (components.wiring.cost), so the first click finishes and its speedups are medians."""
+    defaults (components.wiring.admission.cost), so the first click finishes and its speedups are medians."""
     count = len(default_compare()) if num_methods is None else num_methods
     return cost.compare_repeats(pair_key, max(count, 1), *DEFAULT_SETTINGS, coupled=True)
 

@@ -4,7 +4,7 @@ The texts, metric lines and speedups come from independent runs (the first seed'
 charts from the coupled runs when there are any (all seeds, or the seeds whose coupled run
 finished before a budget stop), else from the independent runs; the outputs say which. A
 budget stop before any method finished shows the tokens of the run in progress instead, and
-says what would fit (components.wiring.budget_stops).
+says what would fit (components.wiring.admission.budget_stops).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from spectr_gbv.models.compiled import serving_mode
 from spectr_gbv.records import RunRecord
 
 from ..serving.limits import BudgetSpent
-from ..wiring import cost
+from ..wiring.admission import cost
 from ..render import figures
-from ..wiring.budget_stops import budget_stop, counted, what_fits
+from ..wiring.admission.budget_stops import budget_stop, counted, what_fits
 from ..wiring.outputs import NamedOutputs, skip
 from ..render.band_figures import efficiency_band_figure
 from ..render.marks import mark_coinciding

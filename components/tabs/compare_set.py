@@ -30,8 +30,8 @@ from ..render.set_figures import paired_difference_figure, seed_summary, seeds_f
 from spectr_gbv.bench.view import coupled_leader
 
 from ..serving.limits import BudgetSpent
-from ..wiring import cost
-from ..wiring.budget_stops import Ticker, budget_stop
+from ..wiring.admission import cost
+from ..wiring.admission.budget_stops import Ticker, budget_stop
 from ..wiring.prompt_set_choice import check_set_fits, check_set_name, prepare_set, set_prompts
 from ..wiring.runs import MAX_REPEATS, Stop, header_html, header_line
 from ..wiring.settings import check_flag, check_methods, check_pair_key, number, settings, shown
@@ -39,10 +39,10 @@ from .compare_run import Compared
 
 
 def check_baseline(baseline, methods: list[str]) -> str:
-    """The rule the differences are taken against: one of the ticked methods (empty: SpecTr if ticked, else the
-    first ticked)."""
+    """The rule the differences are taken against: one of the ticked methods (empty: the registry's
+    `compare_baseline` (SpecTr) if ticked, else the first ticked)."""
     if baseline is None or baseline == "":
-        return "spectr" if "spectr" in methods else methods[0]
+        return next((m for m in methods if METHODS[m].compare_baseline), methods[0])
     if not isinstance(baseline, str) or baseline not in methods:
         raise ValueError(f"the baseline rule must be one of the ticked methods ({', '.join(methods)}), "
                          f"got {shown(baseline)}")

@@ -24,11 +24,12 @@ from ..serving import gpu, visitors
 from ..serving import limits
 from ..serving.limits import BudgetSpent
 from ..serving.request import FIDELITY
-from ..wiring import caps, cost, fix_buttons, pre_start, stop_button
+from ..wiring import stop_button
+from ..wiring.admission import caps, cost, fix_buttons, pre_start
 from ..wiring.downloads import download_components, wire_downloads
 from ..render import figures
 from ..render.chart_layout import method_label
-from ..wiring.budget_stops import Ticker, budget_stop, what_fits
+from ..wiring.admission.budget_stops import Ticker, budget_stop, what_fits
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.inputs import DEFAULT_METHOD, draft_for, prepare
 from ..wiring.outputs import NamedOutputs, skip
@@ -65,7 +66,7 @@ def run_fidelity(pair_key, prompt, method, num_drafts, draft_length, temperature
     it, the comparison over the runs that finished stays, with the header saying so (before the
     first comparison: the runs so far, not compared, and what would fit). Stop ends it at its next
     step, the same way. Settings whose estimate does not fit the budget are refused before any model
-    call (components.wiring.pre_start)."""
+    call (components.wiring.admission.pre_start)."""
     run = FIDELITY.request((pair_key, prompt, method, num_drafts, draft_length, temperature, num_runs, num_tokens))
     session = getattr(request, "session_hash", None)
     STOPS.take(session)  # a Stop pressed before this run does not end it

@@ -19,8 +19,9 @@ from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
 from ..serving.request import GENERATE
 from . import explorer
-from ..wiring import fix_buttons, pre_start, private
-from ..wiring.budget_stops import budget_stop
+from ..wiring import private
+from ..wiring.admission import fix_buttons, pre_start
+from ..wiring.admission.budget_stops import budget_stop
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.explorer_js import OUTPUT_JS
 from ..wiring.inputs import DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, EXAMPLES, draft_for, prepare

@@ -6,7 +6,7 @@ heatmap of the best exact rule's E[tau | drafts] or of one rule's gain over anot
 by its rule, the paired 95 % intervals on hover, "~" where the best ties the runner-up, "=" where it
 shows no gain over the baseline, and a grey veil where too few prompts rank the rules
 (`spectr_gbv.bench.grid_cells`, `components.render.kl_heatmap`). The grid is sized by the cost estimate before it starts
-(`components.wiring.grid_size`), streams a frame per configuration, and stops with Generate's
+(`components.wiring.admission.grid_size`), streams a frame per configuration, and stops with Generate's
 Stop. Its downloads are the cells it drew; the commands under it (`python -m
 spectr_gbv.bench.frontier ...`, then `python -m spectr_gbv.bench.grid_cells ...`) make the same
 rows and print the same cells.
@@ -30,8 +30,9 @@ from ..render.words import how_to_read
 from ..serving import gpu, limits, visitors
 from ..serving.limits import Budget, BudgetSpent, check_prompt_tokens
 from ..serving.request import GRID
-from ..wiring import grid_size, private
-from ..wiring.budget_stops import budget_stop
+from ..wiring import private
+from ..wiring.admission import grid_size
+from ..wiring.admission.budget_stops import budget_stop
 from ..wiring.downloads import download_components, wire_downloads
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.inputs import LOADING_NOTE, check_runs_fit, default_compare

@@ -23,7 +23,7 @@ from spectr_gbv.methods import METHODS
 from spectr_gbv.pairs import TOY_KEY, TWO_TOKEN_KEY, get_pair
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET
 
-from ..wiring import caps
+from ..wiring.admission import caps
 from . import fidelity
 from ..wiring.inputs import DEFAULT_TOKENS
 from ..wiring.settings import settings

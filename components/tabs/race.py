@@ -25,8 +25,9 @@ from spectr_gbv.records import IterationRecord
 from ..serving.request import RACE
 from ..serving import gpu, visitors
 from ..serving.limits import Budget, BudgetSpent
-from ..wiring import fix_buttons, pre_start, private
-from ..wiring.budget_stops import budget_stop
+from ..wiring import private
+from ..wiring.admission import fix_buttons, pre_start
+from ..wiring.admission.budget_stops import budget_stop
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.inputs import DEFAULT_METHOD, check_runs_fit, compare_choices, prepare
 from ..wiring.outputs import NamedOutputs, skip

@@ -1,18 +1,20 @@
 """Compare's and Sweep's Repeats (seeds), re-sized as the settings change, so the next click's estimate fits.
 
-The repeats a view opens with fit its defaults (components.wiring.cost); a larger K or L, more
+The repeats a view opens with fit its defaults (components.wiring.admission.cost); a larger K or L, more
 tokens or methods, or a prompt set multiply what each repeat costs. When one of those changes
 the box keeps its value if the estimate still fits cost.CAP_FRACTION of the budget (seconds and
 expected iterations, as the prompt sets are sized: components.wiring.prompt_set_choice.set_fits),
 else it drops to the most that does (at least one: the handlers' own checks then speak). Fidelity's
-N is capped the same way by components.wiring.caps.cap_fidelity_runs.
+N is capped the same way by components.wiring.admission.caps.cap_fidelity_runs.
 """
 
 from __future__ import annotations
 
 import gradio as gr
 
-from ..wiring import cost, private
+from ..wiring import private
+
+from ..wiring.admission import cost
 from ..wiring.prompt_set_choice import SINGLE, check_set_name, set_fits, set_size
 from ..wiring.runs import MAX_REPEATS
 from ..wiring.settings import (MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, check_flag, check_methods, check_pair_key,

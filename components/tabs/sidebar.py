@@ -9,7 +9,8 @@ import gradio as gr
 from spectr_gbv.pairs import PAIRS, pair_key_of
 
 from ..serving import limits
-from ..wiring import caps, classroom, private, share
+from ..wiring import classroom, private, share
+from ..wiring.admission import caps
 from ..wiring.errors import plain
 from ..wiring.explorer_js import PRESENTATION_JS
 from ..wiring.inputs import DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, PAIR_CHOICES, compare_choices, default_compare, method_choices, prompt_for_pair

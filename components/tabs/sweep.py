@@ -15,11 +15,12 @@ from ..serving import gpu, visitors
 from ..serving import limits
 from ..serving.limits import BudgetSpent
 from ..serving.request import SWEEP
-from ..wiring import caps, cost, fix_buttons, pre_start, private, stop_button
+from ..wiring import private, stop_button
+from ..wiring.admission import caps, cost, fix_buttons, pre_start
 from ..wiring.downloads import download_components, wire_downloads
 from ..render.band_figures import sweep_band_figures
-from ..wiring.budget_stops import Ticker, budget_stop, what_fits
-from ..wiring.caps import MAX_SWEEP_VALUES
+from ..wiring.admission.budget_stops import Ticker, budget_stop, what_fits
+from ..wiring.admission.caps import MAX_SWEEP_VALUES
 from ..render.chart_layout import MIN_WIDTH
 from ..wiring.errors import translate_error, user_errors
 from ..wiring.inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
@@ -68,7 +69,7 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
     their range (`runs.sweep_point`); with one run per point the chart leaves the speedups out.
 
     Stop ends it at its next step, as the budget does. Settings whose estimate does not fit the
-    budget are refused before any model call (components.wiring.pre_start).
+    budget are refused before any model call (components.wiring.admission.pre_start).
 
     `prompt_set` names a set of prompts to run every point over instead of the prompt alone
     (components.wiring.prompt_set_choice; `spectr_gbv.sweep.iter_set_sweep`): a point's runs are
@@ -159,7 +160,7 @@ def _sweep_data(pair, axis, points, stop) -> dict:
 
 def default_values(pair_key, axis: str, num_methods: int) -> str:
     """The values box when the page opens, or the pair or axis changes: as many of 1, 2, 4, 8 (K, L) or
-    0, 0.35, 0.7, 1 (T) as the server's limit on runs allows and the estimate fits (components.wiring.cost)."""
+    0, 0.35, 0.7, 1 (T) as the server's limit on runs allows and the estimate fits (components.wiring.admission.cost)."""
     count = max(int(num_methods or 1), 1)
     values = cost.sweep_values(pair_key, count, axis, *DEFAULT_SETTINGS, most_values=caps.max_sweep_values(count))
     return ", ".join(f"{v:g}" for v in values)

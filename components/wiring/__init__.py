@@ -1,2 +1,3 @@
-"""What the tabs share: the page's parts, value checks, pre-run checks, caps and costs, budgets, named
-outputs, run events, errors, the session's run, links and narrow screens."""
+"""What the tabs share: the page's parts, value checks, named outputs, run events, errors, the
+session's run, links and narrow screens; admission/ holds the pre-run checks, caps and costs, and
+budgets."""

@@ -33,7 +33,7 @@ def default_compare() -> list[str]:
 DEFAULT_METHOD = next(name for name, spec in METHODS.items() if spec.app_default)
 # The sidebar's K, L, T and max new tokens when the page opens (make bench: K = 2, L = 4 pays on a
 # CPU); the views size their own defaults (Compare's repeats, Sweep's values, Fidelity's N) from
-# the cost of these (components.wiring.cost).
+# the cost of these (components.wiring.admission.cost).
 DEFAULT_K, DEFAULT_L, DEFAULT_T, DEFAULT_TOKENS = 2, 4, 0.7, 40
 DEFAULT_SETTINGS = (DEFAULT_K, DEFAULT_L, DEFAULT_TOKENS)
 EXAMPLES = [

@@ -10,7 +10,7 @@ intervals, `components.tabs.compare_set`). The names:
   (`spectr_gbv.prompt_sets.suite_prompts`: its five families in turn; a teaching pair's own
   prompts, cycled).
 
-A name that is not one of these, or a set whose estimate (`components.wiring.cost`) does not fit
+A name that is not one of these, or a set whose estimate (`components.wiring.admission.cost`) does not fit
 the budget, is refused before any run, with the names and sizes that would fit.
 """
 
@@ -24,7 +24,7 @@ from spectr_gbv.pairs import is_teaching, pair_key_of
 from spectr_gbv.prompt_sets import TEACHING_PROMPTS, suite_prompts
 
 from ..serving import limits as limits_module
-from . import cost
+from .admission import cost
 from .inputs import EXAMPLES, compare_choices, prepare
 from .settings import shown
 

@@ -42,6 +42,7 @@ from typing import Callable
 import torch
 
 from .. import generate
+from ..config import AUTOREGRESSIVE
 from ..methods import METHODS
 from ..models.compiled import serving_mode
 from ..models.hf import HFModel, chat_prompt_ids, load_model, load_pair
@@ -105,7 +106,7 @@ class Contender:
 
 def ours(target, draft, method: str, K: int, L: int, T: float, n: int, name: str | None = None) -> Contender:
     def run(ids, seed):
-        record = generate(target, draft if method != "ar" else None, ids, method=method, num_drafts=max(K, 1),
+        record = generate(target, draft if method != AUTOREGRESSIVE else None, ids, method=method, num_drafts=max(K, 1),
                           draft_length=max(L, 1), temperature=T, max_new_tokens=n, seed=seed, detail=False)
         return len(record.tokens), record.target_calls
     return Contender(name or method, K, L, run)

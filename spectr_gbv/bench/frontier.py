@@ -61,7 +61,9 @@ def paired_interval(values: Sequence[float], reference: Sequence[float]) -> tupl
 
 
 def leader_of(methods: Sequence[str]) -> str:
-    return "spectr_gbv" if "spectr_gbv" in methods else next(m for m in methods if METHODS[m].exact)
+    """The method whose drafts drive the coupled run: the registry's leader (`leads_coupled`) if listed, else
+    the first exact one."""
+    return next((m for m in methods if METHODS[m].leads_coupled), None) or next(m for m in methods if METHODS[m].exact)
 
 
 def prompt_means(run, methods: Sequence[str]) -> dict[str, dict[str, float]]:

@@ -41,7 +41,7 @@ from .frontier import paired_interval, without_nan
 EXPECTED, GAIN = "expected", "gain"
 CELL_VALUES = (EXPECTED, GAIN)
 BEST = "best"
-DEFAULT_BASELINE = "spectr"
+DEFAULT_BASELINE = next(name for name, spec in METHODS.items() if spec.compare_baseline)  # SpecTr, as in Compare
 METRIC = "expected_accepted"
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import generate
+from ..config import AUTOREGRESSIVE
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def measure(target, draft, prompts: list[list[int]], method: str, K: int, L: int
     for seed, ids in enumerate(prompts):
         def run():
             start = time.perf_counter()
-            record = generate(target, draft if method != "ar" else None, ids, method=method, num_drafts=max(K, 1),
+            record = generate(target, draft if method != AUTOREGRESSIVE else None, ids, method=method, num_drafts=max(K, 1),
                               draft_length=max(L, 1), temperature=T, max_new_tokens=n, seed=seed, with_theory=False)
             return record, time.perf_counter() - start
 
@@ -71,7 +72,7 @@ def measure(target, draft, prompts: list[list[int]], method: str, K: int, L: int
 
 
 def markdown(rows: list[Phases], header: str) -> str:
-    step = next((r.total_ms for r in rows if r.method == "ar"), None)
+    step = next((r.total_ms for r in rows if r.method == AUTOREGRESSIVE), None)
     lines = [header, "", "| run | K | L | tokens / iteration | draft ms | score ms | verify ms | rest ms | total ms | "
              "total in plain steps |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -64,6 +64,7 @@ METHODS: dict[str, MethodSpec] = {
             residual="K-SEQ residual at the node: r(x) ∝ q(x) − min(p(x), q(x)/ρ*)·(1 − (1 − β)^n)/β, with n the drafts "
             "proposing there and ρ*, β from the K-SEQ search: what is subtracted is the mass the n candidates' acceptances "
             "already emit, not the plotted p.",
+            compare_baseline=True,
         ),
         MethodSpec(
             name="gbv",

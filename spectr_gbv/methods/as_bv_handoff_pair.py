@@ -31,7 +31,7 @@ import torch
 
 from ..probs import normalize, token_probs
 from ..randomness import Randomness, inverse_cdf
-from . import as_bv, as_bv_handoff, as_bv_lp
+from . import as_bv, as_bv_device, as_bv_handoff, as_bv_lp
 from .as_bv import FIRST, LEX, SEQ
 from .as_bv_host import DraftsOnHost
 from .base import SubBlockTest, VerifyInput, VerifyResult, emit, law_at
@@ -41,7 +41,7 @@ from .support import OnSupport
 
 def applies(num_drafts: int, vocab_size: int) -> bool:
     """Where `as_bv_handoff.verify` decides on the device, given a stream that hands out uniforms
-    ahead: two drafts, on a table whose node laws are the device's (`as_bv._on_device`; the
+    ahead: two drafts, on a table whose node laws are the device's (`as_bv_device.on_device`; the
     support layout keeps more than MAX_LP_TOKENS cells)."""
     return num_drafts == 2 and vocab_size > as_bv_lp.MAX_LP_TOKENS
 
@@ -69,7 +69,7 @@ def verify(inp: VerifyInput, small: OnSupport | None, rng: Randomness, drafts: D
            uniforms: torch.Tensor) -> VerifyResult:
     """`as_bv_handoff.verify` at K = 2 from `uniforms` [`uniform_budget(L)`], handed out by `rng`
     (which draws nothing more), with one host read of its own (above 256 tokens; between 65 and
-    256 every node still reads rho* and beta, `as_bv._on_device`). `small`, `drafts`:
+    256 every node still reads rho* and beta, `as_bv_device.on_device`). `small`, `drafts`:
     `as_bv_host.on_support_with_drafts(inp, ...)`."""
     L = inp.draft_length
     work = inp if small is None else small.inp
@@ -167,7 +167,7 @@ def _select(law: as_bv.NodeLaw, candidates: torch.Tensor, uniforms: torch.Tensor
     """`as_bv.select_with_detail` at d* (two distinct candidates) on the device: a component
     from lambda[2] (a uniform only where it mixes), seq's coins on both candidates, lex's top."""
     device = candidates.device
-    weights = law.weights_on_device.get(2, as_bv._only_first(device))  # what `law.mixture(2)` reads
+    weights = law.weights_on_device.get(2, as_bv_device.only_first(device))  # what `law.mixture(2)` reads
     mixes = (weights > 0).sum() > 1
     component = torch.where(mixes, inverse_cdf(weights, uniforms[0]), weights.argmax())
     used = mixes.long()

@@ -318,6 +318,7 @@ class MethodSpec:
     plots_its_residual: bool = False  # the residual is norm((q - p)+) of the explorer's plotted q and p
     compare_by_default: bool = True  # ticked in Compare (and Sweep) when the page opens
     leads_coupled: bool = False  # when selected, its drafts drive the coupled run
+    compare_baseline: bool = False  # when ticked, Compare's default baseline (differences over a set are taken against it)
     exact_counterpart: str | None = None  # a lossy rule: the exact rule About and the lesson set it against
     shows_handoff: bool = False  # the explorer tells its hand-off story (which draft took over where the block stopped)
     app_default: bool = False  # the method the page opens on: exactly one entry sets it

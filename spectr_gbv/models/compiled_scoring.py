@@ -142,6 +142,8 @@ class CompiledScoring:
         self._wanted: set[Key] = set()
         self._queue: queue.Queue[Key] = queue.Queue()
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified when a bucket asked for is done, its line logged
+        self._pending = 0  # buckets asked for by `want` and not yet done
         self.worker: threading.Thread | None = None
         self.on_need = True  # compile a bucket a session needs (off: only those compiled by hand; tests of one bucket)
 
@@ -151,6 +153,7 @@ class CompiledScoring:
             if not self.on_need or key in self.ready or key in self.failed or key in self._wanted:
                 return
             self._wanted.add(key)
+            self._pending += 1
             self._queue.put(key)
             if self.worker is None or not self.worker.is_alive():
                 self.worker = threading.Thread(target=self._work, name="spectr-gbv-compile-scoring", daemon=True)
@@ -169,7 +172,18 @@ class CompiledScoring:
                         self.worker = None
                         return
                 continue
-            self.compile(*key)
+            try:
+                self.compile(*key)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until every bucket asked for in the background is compiled or given up, its line
+        logged. True when nothing is pending (False: `timeout` seconds passed first)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
 
     def compile(self, width: int, layers: tuple[int, ...] = ()) -> bool:
         """Compile and check the bucket, then offer it to new sessions; or keep it eager with one

@@ -1,7 +1,7 @@
 """The page's side of the pre-start check: a note and one-click fixes under a view's button.
 
 As the settings change, the note says when the view's run would be refused (its estimate
-does not fit the budget: components.wiring.pre_start), and a button per fix sets one setting to
+does not fit the budget: components.wiring.admission.pre_start), and a button per fix sets one setting to
 the largest value that fits ("53 tokens per run", "2 repeats", "L = 2", "the first 2 values").
 The server refuses such a run anyway, before any model call; the note says so before the click.
 """
@@ -13,11 +13,12 @@ from typing import Callable, Mapping
 
 import gradio as gr
 
-from . import cost, pre_start, private
-from .errors import user_errors
-from .runs import MAX_REPEATS
-from .settings import (MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, check_choice, check_method, check_methods,
-                       check_pair_key, number)
+from .. import private
+from ..errors import user_errors
+from ..runs import MAX_REPEATS
+from ..settings import (MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, check_choice, check_method, check_methods,
+                        check_pair_key, number)
+from . import cost, pre_start
 
 # The settings each view can fix, in the order the buttons stand (the controls a visitor reaches for first).
 FIXABLE = {

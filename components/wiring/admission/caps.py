@@ -4,7 +4,7 @@ The handlers refuse settings over a limit (`components.serving.limits`, `compone
 app's up-front `check_fits`); these functions compute, for the current other settings, the
 largest value those rules accept, so the UI can cap its sliders there instead of letting a
 click fail. Nothing here loads a model: what a run costs comes from the per-pair estimates of
-`components.wiring.cost` (expected iterations and seconds).
+`components.wiring.admission.cost` (expected iterations and seconds).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import gradio as gr
 
 from spectr_gbv.pairs import is_teaching
 
-from ..serving import limits as limits_module
-from . import cost, private
-from .runs import ignored_settings
-from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, check_method, check_methods, check_pair_key, number
+from ...serving import limits as limits_module
+from .. import private
+from ..runs import ignored_settings
+from ..settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, check_method, check_methods, check_pair_key, number
+from . import cost
 
 MAX_SWEEP_VALUES = 8
 FIDELITY_MIN_RUNS = 10
@@ -35,7 +36,7 @@ def max_draft_length(num_drafts, limits=None) -> int:
 
 def max_fidelity_runs(pair_key, method, draft_length, num_tokens, limits=None, num_drafts=2) -> int:
     """Fidelity's largest N for this pair: its limit on runs, N runs of `num_tokens` tokens (their
-    expected iterations, components.wiring.cost) plus the exact law's scoring calls within the
+    expected iterations, components.wiring.admission.cost) plus the exact law's scoring calls within the
     iteration budget, and their estimated time within cost.CAP_FRACTION of the time budget."""
     limits = _limits(limits)
     most = limits.fidelity_runs if is_teaching(pair_key) else limits.fidelity_runs_llm

@@ -1,7 +1,7 @@
 """What a K x L grid costs before it starts, its defaults, and the refusal of one that cannot fit (pure).
 
 A grid is one coupled run (`spectr_gbv.bench.frontier.measure`) per prompt at every (K, L): the
-per-pair estimates of `components.wiring.cost` (expected iterations and seconds, COUPLED_OVERHEAD)
+per-pair estimates of `components.wiring.admission.cost` (expected iterations and seconds, COUPLED_OVERHEAD)
 add up its seconds and iterations, plus each rule's verdict and E[tau | drafts] at every iteration
 (RULE_POSITION_S per scored position): the grid computes every rule's E[tau | drafts], and AS-BV's
 solves a small linear programme per node, which on the teaching pairs costs more than their
@@ -19,7 +19,7 @@ from typing import Sequence
 
 from spectr_gbv.pairs import is_teaching, pair_key_of
 
-from ..serving import limits as limits_module
+from ...serving import limits as limits_module
 from . import cost
 
 DEFAULT_DRAFTS = (1, 2, 4)

@@ -1,13 +1,13 @@
 """Checked before it starts: a run whose estimate does not fit the budget is refused before any model call.
 
 Every view's handler calls `check` with its settings before it loads a model or decodes a
-token. The estimate is components.wiring.cost's (expected seconds on this pair at these
+token. The estimate is components.wiring.admission.cost's (expected seconds on this pair at these
 settings), and it must fit cost.CAP_FRACTION of the time a request may take (the margin the
 sliders' caps keep too, for a server busier than measured). A run over it is refused with
 `OverBudget`: the estimate, the time allowed, and the fixes, each the largest value of one
 setting that fits with every other setting as given (fewer tokens, fewer repeats, a smaller K
 or L, the first sweep values, a smaller N), which the page offers as buttons
-(components.wiring.fix_buttons).
+(components.wiring.admission.fix_buttons).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class Plan:
     num_tokens: int = 1  # Fidelity's first tokens compared
 
     def seconds(self) -> float:
-        """The expected seconds of this run (components.wiring.cost)."""
+        """The expected seconds of this run (components.wiring.admission.cost)."""
         key, k, length, tokens = self.pair_key, self.num_drafts, self.draft_length, self.max_new_tokens
         if self.view == "generate":
             return cost.run_seconds(key, self.methods[0], k, length, tokens)

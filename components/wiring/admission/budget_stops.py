@@ -9,7 +9,7 @@ finished when its budget is checked, so Generate shows at least that). The view 
 with what there is: the tokens of the run in progress (`Ticker` keeps them) or Fidelity's runs
 so far, counted. It also says what would have fit (`what_fits`): how many tokens or runs would
 finish inside this request's budget at this server's speed as the request just measured it
-(seconds per decoding step), times the steps components.wiring.cost expects them to take.
+(seconds per decoding step), times the steps components.wiring.admission.cost expects them to take.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Callable
 
 from spectr_gbv.records import IterationRecord
 
-from ..serving.limits import Budget, BudgetSpent
+from ...serving.limits import Budget, BudgetSpent
 from . import cost
-from .runs import STOPS, Stop
+from ..runs import STOPS, Stop
 
 LOG = logging.getLogger("spectr_gbv.app")
 

@@ -27,8 +27,8 @@ from spectr_gbv import AUTOREGRESSIVE
 from spectr_gbv.pairs import (DEFAULT_KEY, FIRST_FEATURE_KEY, FIRST_FUSED_KEY, LAYERED_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY,
                               is_teaching, pair_key_of)
 
-from ..serving import limits as limits_module
-from ..serving.run_cost import PairCost
+from ...serving import limits as limits_module
+from ...serving.run_cost import PairCost
 
 DEFAULT_FRACTION = 0.5  # a view's defaults must be estimated to take at most this share of the time budget
 CAP_FRACTION = 0.9  # a slider's cap: the most whose estimate still fits this share of the budget
