@@ -1,7 +1,8 @@
 """The explorer's step-through (components.render.step_through) and its handlers, on real records:
 Toy-world runs of every verifier. Each stage shows the record's own numbers: one stage per test
-with its coin and h, the first failed test as the failure, the record's tau and final token. Hand-made records pin
-the words each rule needs: a block rule's failed prefix, AS-BV+H's hand-off, the residual per rule, a cut."""
+with its coin and h, the first failed test as the failure, the record's tau and final token.
+Hand-made records pin the words each rule needs: a block rule's failed prefix, AS-BV+H's
+hand-off, the residual per rule, a cut iteration's count."""
 
 from __future__ import annotations
 
