@@ -5,12 +5,16 @@ The stages, in the order the verifier worked:
 1. the drafts: the K blocks, each token with p (draft) and q (target, from the one target call);
 2. one stage per acceptance test, in the order the record keeps them: the coin eta against h
    (SD's h is min(1, q/p); a block rule's h is the sub-block's), or h not computed because its
-   bound omega was already <= eta;
+   bound omega was already <= eta. A block rule's failed test rejects no token by itself: the
+   rule keeps the longest prefix that passes, and the stage says whether a longer one did.
+   AS-BV+H's offers at the stop of its check are named as its hand-off;
 3. the decision: the first failed test, and the tau it leaves (a block rule keeps its longest
-   success, so a later test may still pass);
-4. the distribution of the final token: q - p cut at 0 and renormalised into the residual
-   (a correction), or q at position L + 1 (a bonus);
-5. the final token, and what the iteration emitted.
+   success, so a later test may still pass; AS-BV+H tells its hand-off);
+4. the distribution of the final token, in words for the rule shown, then its formula: SD's
+   q - p cut at 0 and renormalised, or what a block rule's law subtracts (GBV's leftover, AS-BV's
+   law D, the hand-off's leftover), never called "q - p" there; or q at position L + 1 (a bonus);
+5. the final token, and what the iteration emitted into the output (a cut last iteration
+   counts only the tokens the token cap or the end-of-text token let through).
 
 Every number comes from the `IterationRecord` (no run is repeated); a plain AR step has two
 stages, the missing drafts and the target's sample. Each stage's root carries what it shows as
@@ -27,6 +31,7 @@ from spectr_gbv.methods import METHODS
 from spectr_gbv.methods.base import SubBlockTest
 from spectr_gbv.records import IterationRecord
 
+from .handoff_story import Handoff, drawn_from_words, handoff_story, read_handoff
 from .palette import KINDS
 from .residuals import final_token_rule
 from .text import visible_token
@@ -149,24 +154,114 @@ def _what_h_is(test: SubBlockTest, p: float, q: float) -> str:
     return f"h is the probability the rule gives to keeping {span}."
 
 
-def _test_stage(it: IterationRecord, token_text: TokenText, j: int) -> Stage:
+def _is_block(method: str) -> bool:
+    return method in METHODS and METHODS[method].block
+
+
+def _handoff(it: IterationRecord, method: str) -> Handoff | None:
+    """AS-BV+H's hand-off read off the record's tests (None for another rule, or tests of another shape)."""
+    if not it.draft_tokens or method not in METHODS or not METHODS[method].shows_handoff:
+        return None
+    return read_handoff(it)
+
+
+def _offer_place(it: IterationRecord, found: Handoff | None, j: int) -> int | None:
+    """Where test j is among the hand-off's offers (0-based), or None when it is no offer."""
+    if found is None:
+        return None
+    place = j - len(it.draft_tokens[0])
+    return place if 0 <= place < len(found.offers) else None
+
+
+def _kept(it: IterationRecord, draft: int, end: int) -> bool:
+    """Whether the record keeps token end + 1 (0-based `end`) of `draft`: the winning draft carries the same tokens."""
+    winner = it.winning_draft
+    return (winner is not None and end < it.num_accepted
+            and it.draft_tokens[draft][: end + 1] == it.draft_tokens[winner][: end + 1])
+
+
+def _failed_prefix_words(it: IterationRecord, j: int) -> str:
+    """A block rule's failed test: it rejects no token by itself, since the rule keeps the longest sub-block that
+    passes; where the record kept the token anyway, the longer test that passed."""
+    test = it.tests[j]
+    end = test.start + test.length - 1
+    longer = [(i, t) for i, t in enumerate(it.tests) if i > j and t.draft == test.draft and t.start == test.start
+              and t.length > test.length]
+    words = ("In a block rule a failed test does not reject this token: the rule keeps the longest prefix that "
+             "passes, ")
+    if longer:
+        last = max(t.start + t.length for _, t in longer)
+        words += f"so a longer prefix (up to token {last}) can still pass."
+    else:
+        words += f"and no longer prefix of draft {test.draft + 1} is tested after this one."
+    if _kept(it, test.draft, end):
+        passed = [(i, t) for i, t in longer if t.accepted]
+        if passed:
+            i, t = max(passed, key=lambda pair: pair[1].length)
+            words += (f" And one did: test {i + 1} ({_span(t)}) passes, so token {end + 1} is <b>kept</b> because a "
+                      f"longer prefix passed.")
+        else:
+            words += f" The record keeps token {end + 1} all the same (τ = {it.num_accepted}): a later test passed."
+    return words
+
+
+def _handoff_words(it: IterationRecord, token_text: TokenText, found: Handoff,
+                   place: int) -> tuple[str, str, str, str]:
+    """(the title's words, what is offered, what came of it, the aside on h) of hand-off offer `place` of AS-BV+H."""
+    test = found.offers[place]
+    k, chosen, kept = test.draft + 1, found.chosen + 1, found.kept
+    (token,) = [visible_token(t) for t in token_text([it.draft_tokens[test.draft][kept]])]
+    stop = (f"AS-BV's check on draft {chosen} kept {kept} token{'s' if kept != 1 else ''} and stopped at position "
+            f"{kept + 1}" if kept else f"AS-BV's check on draft {chosen} stopped at position 1, keeping no token")
+    before = "" if place == 0 else f", less what the {place} rejected offer{'s' if place > 1 else ''} before it took"
+    more = place + 1 < len(found.offers)
+    if test.accepted:
+        outcome = (f"The offer is <b>accepted</b>: “{html.escape(token)}” is kept at position {kept + 1}, and the "
+                   f"check goes on along draft {k} by GBV with p.")
+    else:
+        outcome = (f"The offer is <b>rejected</b>: draft {k}'s own chance of proposing each token there is taken away "
+                   f"from the leftover (cut at 0, rescaled), "
+                   + ("and the next draft offers its token." if more else "and the final token is drawn from what is "
+                      "left."))
+    paragraph = (f"<b>Hand-off</b>: {stop}. Draft {k} agrees with it up to there but carries another token there, "
+                 f"“{html.escape(token)}”: it offers that token to the leftover R, what the target still wants at "
+                 f"position {kept + 1}{before}.")
+    aside = (f"Here h = min(1, R(z)/G(z)) with z = “{html.escape(token)}”: R the leftover, G draft {k}'s own "
+             f"chance of proposing z given what the selection did (not the plotted p).")
+    return f"hand-off: draft {k} offers “{token}”", paragraph, outcome, aside
+
+
+def _test_stage(it: IterationRecord, token_text: TokenText, j: int, method: str = "") -> Stage:
     test = it.tests[j]
     end = test.start + test.length - 1
     tokens = token_text(it.draft_tokens[test.draft][test.start:end + 1])
     sentence, data = _coin(test)
     p, q = it.draft_token_probs[test.draft][end], it.target_token_probs[test.draft][end]
     ratio = f"{q / p:.3f}" if p > 0 else "undefined (p = 0)"
+    title = f"Test {j + 1} of {len(it.tests)}"
+    found = _handoff(it, method)
+    place = _offer_place(it, found, j)
+    what_h = _what_h_is(test, p, q)
+    words = offered = ""
+    if place is not None:
+        named, offered, words, what_h = _handoff_words(it, token_text, found, place)
+        title += f", {named}"
+        data = (*data, ("handoff", "true"))
+    elif _is_block(method) and not test.accepted:
+        words = _failed_prefix_words(it, j)
     body = (f"<p>Draft {test.draft + 1}, {_span(test)}: {html.escape(_quoted(tokens))}.</p>"
-            f"<p>{sentence}</p>"
-            f'<p class="step-aside">At token {end + 1}: q = {shown_number(q)}, p = {shown_number(p)}, q/p = {ratio}. '
-            f"{_what_h_is(test, p, q)}</p>"
+            + (f"<p>{offered}</p>" if offered else "")
+            + f"<p>{sentence}</p>"
+            + (f"<p>{words}</p>" if words else "")
+            + f'<p class="step-aside">At token {end + 1}: q = {shown_number(q)}, p = {shown_number(p)}, q/p = {ratio}. '
+            f"{what_h}</p>"
             + _drafts_table(it, token_text, {(test.draft, i) for i in range(test.start, end + 1)},
                             _test_marks(it.tests[:j])))
     data = (("test", str(j + 1)), ("draft", str(test.draft + 1)), ("end", str(end + 1)), *data)
-    return Stage("test", f"Test {j + 1} of {len(it.tests)}", body, test, data)
+    return Stage("test", title, body, test, data)
 
 
-def _decision_stage(it: IterationRecord, token_text: TokenText) -> Stage:
+def _decision_stage(it: IterationRecord, token_text: TokenText, method: str = "") -> Stage:
     tau, length, winner = it.num_accepted, len(it.draft_tokens[0]), it.winning_draft
     kept = (f"τ = <b>{tau}</b>: the iteration keeps tokens 1..{tau} of draft {winner + 1}"
             if tau and winner is not None else "τ = <b>0</b>: no drafted token is kept")
@@ -177,11 +272,16 @@ def _decision_stage(it: IterationRecord, token_text: TokenText) -> Stage:
     else:
         j, test = failure
         end = test.start + test.length - 1
+        found = _handoff(it, method)
+        story = handoff_story(it, token_text) if found is not None and found.offers else None
         later = any(t.accepted for t in it.tests[j + 1:])
+        block = (" In a block rule the first failure does not end the check: every prefix is tested, and the "
+                 "longest that passes is kept." if _is_block(method) else "")
         body = (f"<p>The first failure: test {j + 1}, draft {test.draft + 1}, {_span(test)} "
                 f"({'h not computed' if test.accept_prob is None else f'h = {shown_number(test.accept_prob)}'}"
-                f"{'' if test.uniform is None else f', η = {shown_number(test.uniform)}'}).</p>"
-                + (f"<p>A later test passed: the rule keeps its longest success. {kept}.</p>" if later
+                f"{'' if test.uniform is None else f', η = {shown_number(test.uniform)}'}).{block}</p>"
+                + (f"<p>Hand-off: {html.escape(story)}</p><p>{kept}.</p>" if story
+                   else f"<p>A later test passed: the rule keeps its longest success. {kept}.</p>" if later
                    else f"<p>{kept}.</p>"))
         data = (("failed-test", str(j + 1)), ("draft", str(test.draft + 1)), ("end", str(end + 1)), ("tau", str(tau)))
         focus = {(test.draft, i) for i in range(test.start, end + 1)}
@@ -206,36 +306,105 @@ def _distribution_stage(it: IterationRecord, token_text: TokenText, method: str)
         f"<td>{'–' if t.draft_prob is None else shown_number(t.draft_prob)}</td>"
         f"<td>{'–' if t.draft_prob is None else shown_number(max(t.target_prob - t.draft_prob, 0.0))}</td>"
         f"<td>{shown_number(t.final_prob)}</td></tr>" for x, t in zip(texts, it.final_top))
+    title, words = _residual_words(it, method)
     own = method in METHODS and not METHODS[method].plots_its_residual
     rule = html.escape(final_token_rule(method, "correction"))
-    note = f'<p class="step-aside">This rule subtracts more than this draft\'s p: {rule}</p>' if own else ""
-    body = (f"<p>At position {position} the target's q minus the draft's p, cut at 0 and renormalised, becomes the "
-            f"<b>residual</b>: the part of q the draft under-proposed. The correction is drawn from it.</p>{note}"
-            f'<table class="step-dist"><thead><tr><th>token</th><th>q</th><th>p</th><th>max(q − p, 0)</th>'
+    formula = f'<p class="step-aside">In symbols: {rule}</p>' if method in METHODS else ""
+    compare = "max(q − p, 0), to compare" if own else "max(q − p, 0)"
+    body = (f"<p>{words}</p>{formula}"
+            f'<table class="step-dist"><thead><tr><th>token</th><th>q</th><th>p</th><th>{compare}</th>'
             f"<th>residual (drawn from)</th></tr></thead><tbody>{rows}</tbody></table>")
-    return Stage("distribution", "q − p becomes the residual", body, data=(("kind", it.final_kind),))
+    data = (("kind", it.final_kind), ("subtracts", _SUBTRACTS.get(method, "p")))
+    return Stage("distribution", title, body, data=data)
+
+
+# What each rule's residual takes away from q, as the distribution stage's data-subtracts.
+_SUBTRACTS = {"sd": "p", "rrs": "p", "spectr": "kseq", "gbv": "gbv", "spectr_gbv": "gbv", "as_bv": "law",
+              "as_bv_handoff": "law", "traversal": "gbv", "spectr_gbv_released": "released"}
+KEPT_WEIGHT = ("scaled down by the weight ω of the tokens already kept (ω = 1 when none was kept, and then this is "
+               "SD's q − p)")
+NOT_Q_MINUS_P = ("The rule subtracts what its own law already gave, so in general the residual is not q − p of the "
+                 "bars: the q − p column is only to compare.")
+
+
+def _residual_words(it: IterationRecord, method: str) -> tuple[str, str]:
+    """(title, plain words) of the residual at position tau + 1, for the rule shown: SD subtracts p; a block rule
+    subtracts what its law subtracts, and is never titled "q − p"."""
+    at = f"At position {it.num_accepted + 1}"
+    if method == "rrs":
+        return ("q − p, once per rejected draft, becomes the residual",
+                f"{at} each rejected draft's p was taken away from the target's q in turn, cut at 0 and renormalised "
+                f"each time; what is left is the <b>residual</b>. The correction is drawn from it.")
+    if method == "spectr":
+        return ("q minus K-SEQ's share of p becomes the residual",
+                f"{at} every draft proposing there was rejected. The target's q minus the mass their acceptances "
+                f"would have emitted (p capped at q/ρ*, scaled by how many drafts tried there), cut at 0 and "
+                f"renormalised, becomes the <b>residual</b>: it subtracts more than one draft's p.")
+    if method == "gbv":
+        return ("GBV's leftover becomes the residual",
+                f"GBV kept τ = {it.num_accepted} token(s). {at} the target's q, {KEPT_WEIGHT}, minus the draft's p, "
+                f"cut at 0 and renormalised, becomes the <b>residual</b>. {NOT_Q_MINUS_P}")
+    if method == "spectr_gbv":
+        return ("SpecTr-GBV's leftover becomes the residual",
+                f"{at} a draft whose block check stopped hands on GBV's leftover (the target's q, {KEPT_WEIGHT}, minus "
+                f"p, cut at 0); when every draft still consistent there fails, K-SEQ also takes away what their "
+                f"acceptances would have emitted. What is left, renormalised, is the <b>residual</b>. {NOT_Q_MINUS_P}")
+    if method == "as_bv":
+        return ("AS-BV's leftover becomes the residual",
+                f"{at} AS-BV's check on the selected draft stopped. The target's q, {KEPT_WEIGHT}, minus D, the chance "
+                f"that the selection proposes each token there (its own law, which mixes the drafts), cut at 0 and "
+                f"renormalised, becomes the <b>residual</b>. {NOT_Q_MINUS_P}")
+    if method == "as_bv_handoff":
+        found = read_handoff(it)
+        drawn = drawn_from_words(it)
+        if found is None or drawn is None:
+            return ("AS-BV+H's leftover becomes the residual",
+                    f"{at} the final token is drawn from AS-BV+H's leftover. {NOT_Q_MINUS_P}")
+        title = (f"GBV's leftover on draft {found.taken.draft + 1} becomes the residual" if found.taken
+                 else "The leftover after the hand-off becomes the residual" if found.offers
+                 else "AS-BV's leftover becomes the residual")
+        return title, f"The final token is drawn from {html.escape(drawn)} {NOT_Q_MINUS_P}"
+    if method == "traversal":
+        return ("Traversal's leftover becomes the residual",
+                f"Each rejected leaf handed its parent the block leftover (the parent's law scaled down by the leaf's "
+                f"weight, minus what was sampled there, cut at 0). {at} the walk stopped, and what is left there, "
+                f"renormalised, is the <b>residual</b>. {NOT_Q_MINUS_P}")
+    if method == "spectr_gbv_released":
+        return ("The released rule's residual (lossy)",
+                f"{at} the released rule draws from its own residual, built from the accepted prefix's joint "
+                f"probabilities. It is not q − p, and it is lossy: the output's law is not the target's.")
+    return ("q − p becomes the residual",
+            f"{at} the target's q minus the draft's p, cut at 0 and renormalised, becomes the <b>residual</b>: the "
+            f"part of q the draft under-proposed. The correction is drawn from it.")
 
 
 def _final_stage(it: IterationRecord, token_text: TokenText, method: str, cut_by: str | None) -> Stage:
     (text,) = token_text([it.final_token])
     top = next((t for t in it.final_top if t.token == it.final_token), None)
     chance = "" if top is None else f" (probability {shown_number(top.final_prob)} there)"
-    kept = len(it.emitted)
+    made, kept = it.num_accepted + 1, len(it.emitted)
     emitted = _quoted(token_text(it.emitted)) or "nothing"
-    cut = (f"<p>Cut by {html.escape(cut_by)}: only the first {kept} of these {it.num_accepted + 1} token(s) are in "
-           f"the output.</p>" if cut_by and kept < it.num_accepted + 1 else "")
     where = {"correction": "drawn from the residual", "bonus": "drawn from q after the last drafted token",
              "target": "drawn from the target's q: a plain AR step"}[it.final_kind]
+    if kept < made:  # the token cap or the end-of-text token cut the block: count what reached the output
+        reason = f"Cut by {html.escape(cut_by)}" if cut_by else "Cut"
+        emitted_words = (f"<p>This iteration emitted <b>{kept}</b> token(s) into the output: {html.escape(emitted)} "
+                         f"(one target call).</p>"
+                         f"<p>{reason}: the rule made {made} token(s) "
+                         f"({html.escape(_quoted(token_text([*it.accepted_tokens, it.final_token])))}), and only the "
+                         f"first {kept} of these {made} token(s) are in the output (the final token is not).</p>")
+    else:
+        emitted_words = (f"<p>This iteration emitted <b>{kept}</b> token(s) into the output: {html.escape(emitted)} "
+                         f"(one target call).</p>")
     body = (f"<p>The final token: <b>{html.escape(visible_token(text))}</b>, a <b>{it.final_kind}</b> {where}"
-            f"{chance}, at position {it.num_accepted + 1}.</p>"
-            f"<p>This iteration emitted {html.escape(emitted)}: one target call, {it.num_accepted + 1} token(s).</p>"
-            f"{cut}"
+            f"{chance}, at position {made}.</p>"
+            f"{emitted_words}"
             f'<p class="step-aside">{html.escape(final_token_rule(method, it.final_kind))}</p>')
     if it.draft_tokens:
         body += _drafts_table(it, token_text, marks=_accepted_marks(it), final=it.final_kind)
     return Stage("final", f"The final token: {visible_token(text)}", body,
                  data=(("final-token", visible_token(text)), ("final-kind", it.final_kind),
-                       ("tau", str(it.num_accepted))))
+                       ("tau", str(it.num_accepted)), ("emitted", str(len(it.emitted)))))
 
 
 def stages(it: IterationRecord, token_text: TokenText, method: str = "", cut_by: str | None = None) -> list[Stage]:
@@ -244,8 +413,8 @@ def stages(it: IterationRecord, token_text: TokenText, method: str = "", cut_by:
         return [Stage("drafts", "No drafts", "<p>Plain AR step: nothing is drafted, nothing verified; the target "
                       "samples one token.</p>", data=(("drafts", "0"),)),
                 _final_stage(it, token_text, method, cut_by)]
-    return [_drafts_stage(it, token_text), *(_test_stage(it, token_text, j) for j in range(len(it.tests))),
-            _decision_stage(it, token_text), _distribution_stage(it, token_text, method),
+    return [_drafts_stage(it, token_text), *(_test_stage(it, token_text, j, method) for j in range(len(it.tests))),
+            _decision_stage(it, token_text, method), _distribution_stage(it, token_text, method),
             _final_stage(it, token_text, method, cut_by)]
 
 

@@ -29,7 +29,8 @@ GLOSSARY = f"""
   emits tau + 1 tokens.
 * **h**: the probability a verifier gives to keeping a drafted token (SD: min(1, q / p)) or a whole sub-block
   (GBV, SpecTr-GBV). "Skipped" means the rule knew the answer without computing h: an upper bound was already too
-  small, so h is not shown.
+  small, so h is not shown. A block rule tests the prefixes of a draft and keeps the longest that passes, so a failed
+  test there rejects no token by itself: a longer prefix can still pass.
 * **p** and **q**: the draft model's and the target model's probabilities for the next token.
 * **E[tau | drafts]**: the number of tokens the verifier expects to keep *for the drafts it was given*, averaged over
   its own coin flips. It is exact, so it varies much less than the tau actually drawn: the **theory** line.
