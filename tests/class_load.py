@@ -57,6 +57,12 @@ def defaults() -> tuple:
     return DEFAULT_METHOD, DEFAULT_K, DEFAULT_L, DEFAULT_T, DEFAULT_TOKENS
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's user + system CPU time so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def resident_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -149,12 +155,15 @@ def main() -> None:
     parser.add_argument("--big-class", type=int, default=60, help="a second Toy class behind one address (0: none)")
     parser.add_argument("--pairs", nargs="+", default=["toy", "default"])
     parser.add_argument("--json", help="write the rows here too")
+    parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="environment variables for the server (SPECTR_GBV_TEACHING_CONCURRENCY=1, say)")
     parser.add_argument("--settle", type=float, default=60, help="seconds to wait before the last memory reading")
     args = parser.parse_args()
     if not 1 <= args.students <= 120 or not 0 <= args.big_class <= 120:
         parser.error("--students and --big-class: at most 120 sessions")
     # One trusted proxy hop, as on a Space; eager (a background compile would hold a core for minutes).
-    env = {"SPECTR_GBV_PROXY_HOPS": "1", "SPECTR_GBV_COMPILE": "off"}
+    env = {"SPECTR_GBV_PROXY_HOPS": "1", "SPECTR_GBV_COMPILE": "off",
+           **dict(item.split("=", 1) for item in args.server_env)}
     rows, memory, pids = [], {}, []
     with tempfile.TemporaryDirectory() as folder, app_process(Path(folder) / "server.log", pair="default",
                                                               prompt=PROMPTS["default"][0], env=env, pids=pids) as url:
@@ -162,12 +171,14 @@ def main() -> None:
         warm_up(url, args.pairs)  # each pair loaded and run once: a class meets a server that is up
         memory["start_mib"] = resident_mib(pid)
         for name, pair, students, addresses, identical in plan(args.pairs, args.students, args.big_class):
+            before = cpu_seconds(pid)
             row = scenario(url, name, pair, students, addresses, identical)
             row["rss_mib"] = resident_mib(pid)
+            row["server_cpu_s"] = cpu_seconds(pid) - before
             rows.append(row)
             print(f"{row['scenario']:>24} | {row['pair']:>8} | {row['students']:>3} sessions | served {row['served']:>3} "
                   f"| refused {row['refused']:>3} | failed {row['failed']:>3} | p50 {_s(row['p50_s'])} "
-                  f"| p95 {_s(row['p95_s'])} | server {row['rss_mib']:.0f} MiB", flush=True)
+                  f"| p95 {_s(row['p95_s'])} | server {row['rss_mib']:.0f} MiB, {row['server_cpu_s']:.1f} s CPU", flush=True)
         memory["peak_mib"] = max(row["rss_mib"] for row in rows)
         time.sleep(args.settle)
         memory["after_60s_mib"] = resident_mib(pid)

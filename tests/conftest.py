@@ -35,7 +35,24 @@ def tier_problems(items) -> list[str]:
     return problems
 
 
+# `make test` runs the suite in two parts: `pytest -n 2 -m "not serial"` (two workers, the browser tests
+# together on one of them), then `pytest -m serial` alone. Serial: modules that assert timings under
+# load, or that load both cores themselves (docs/tests.md).
+SERIAL_MODULES = frozenset({"test_queue_flood.py", "test_fair_and_bounded.py", "test_load.py", "test_class_load.py",
+                            "test_compiled.py", "test_space.py", "test_gate.py"})
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "serial: runs alone after the parallel part of make test (tests/conftest.py)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+        if item.get_closest_marker("browser") is not None:  # one Chromium at a time
+            item.add_marker(pytest.mark.xdist_group("browser"))
     problems = tier_problems(items)
     if problems:
         shown = "\n  ".join(problems[:20]) + ("\n  ..." if len(problems) > 20 else "")

@@ -64,7 +64,8 @@ LOG = logging.getLogger("spectr_gbv.visitors")
 class Fairness:
     model_slots: int  # model runs at once
     model_waiting: int  # model runs waiting, all visitors together (a bound on memory and threads)
-    teaching_slots: int  # teaching-pair runs at once
+    teaching_slots: int  # teaching-pair runs at once (1: a lookup-table run is Python and torch ops too small to
+    # share the interpreter; run together they only slow each other down: tests/teaching_concurrency.py)
     teaching_waiting: int
     visitor_waiting: int  # per session and line, beyond its one running request
     proxy_hops: int  # trusted proxies in front of the app; 0: the socket's address is the visitor's address
@@ -87,7 +88,7 @@ class Fairness:
         return cls(
             model_slots=_env_int("SPECTR_GBV_CONCURRENCY", 2),
             model_waiting=_env_int("SPECTR_GBV_QUEUE_SIZE", 128),
-            teaching_slots=_env_int("SPECTR_GBV_TEACHING_CONCURRENCY", 4),
+            teaching_slots=_env_int("SPECTR_GBV_TEACHING_CONCURRENCY", 1),
             teaching_waiting=_env_int("SPECTR_GBV_TEACHING_QUEUE_SIZE", 128),
             visitor_waiting=_env_int("SPECTR_GBV_VISITOR_WAITING", 1),
             proxy_hops=int(os.environ.get("SPECTR_GBV_PROXY_HOPS", "1" if on_a_space else "0")),
