@@ -47,10 +47,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "serial: runs alone after the parallel part of make test (tests/conftest.py)")
 
 
-@pytest.hookimpl(wrapper=True)  # a wrapper: the marks are there before any other plugin (-m) reads them
+@pytest.hookimpl(tryfirst=True)  # the serial marks are there before -m deselects by them
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name in SERIAL_MODULES:
+        if getattr(item, "path", None) is not None and item.path.name in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
     problems = tier_problems(items)
     if problems:
@@ -58,7 +58,6 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(
             f"{len(problems)} test(s) without exactly one tier marker ({', '.join(TIERS)}); give the module a "
             f"`pytestmark = pytest.mark.<tier>`, or each test its own mark (docs/tests.md):\n  {shown}")
-    return (yield)
 
 
 @pytest.fixture

@@ -70,7 +70,8 @@ def test_the_sliders_start_at_their_caps(limits):
     assert caps.ignored_info("sd", "K") and caps.ignored_info("ar", "L") and not caps.ignored_info("spectr", "L")
 
 
-def test_a_cancelling_stop_fills_the_explorer_with_the_iterations_so_far():
+def test_a_cancelling_stop_fills_the_explorer_with_the_iterations_so_far(monkeypatch):
+    monkeypatch.setattr(generate, "UPDATE_EVERY_S", 0.0)  # an update per iteration, as a slow run's
     """On ZeroGPU Stop cancels the run (its worker cannot see the request) and fills the explorer from the state."""
     steps = generate.generate_stream("toy", "the cat", "spectr_gbv", 2, 3, 0.8, 60, 0)
     for _ in range(4):  # four iterations streamed, then the visitor presses Stop
@@ -170,7 +171,8 @@ def test_sweep_charts_fit_the_points_and_draw_the_band_and_the_theory_per_method
     assert not any("band" in (t.name or "") for t in one.data)  # one seed: no band drawn
 
 
-def test_stop_ends_the_run_at_its_next_iteration_with_the_explorer_filled():
+def test_stop_ends_the_run_at_its_next_iteration_with_the_explorer_filled(monkeypatch):
+    monkeypatch.setattr(generate, "UPDATE_EVERY_S", 0.0)  # an update per iteration, as a slow run's
     class Visitor:  # what Gradio hands the handler as its gr.Request
         session_hash = "stop-test-session"
 
