@@ -190,6 +190,14 @@ def test_identical_requests_join_the_running_run_then_read_the_finished_one():
     assert not leads_later and list(later.follow()) == ["a", "b", "c"] and later.followers == 2
 
 
+def test_a_session_asking_again_for_its_own_finished_run_runs_it_again():
+    runs = SharedRuns()
+    shared, _ = runs.lead_or_follow("k", "teacher")
+    runs.end("k", shared, failed=False)
+    assert not runs.lead_or_follow("k", "student")[1]  # a classmate reads it
+    assert runs.lead_or_follow("k", "teacher")[1] and runs.lead_or_follow("k", "student")[1] is False
+
+
 def test_a_run_cut_short_is_not_shared_and_its_followers_run_on_their_own():
     runs = SharedRuns()
     shared, _ = runs.lead_or_follow("k")

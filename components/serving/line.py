@@ -37,6 +37,7 @@ LOG = logging.getLogger("spectr_gbv.visitors")
 POLL_S = 0.25  # how often a waiting request looks at its visitor and the slots
 PLAN_EVERY_S = 1.0  # the positions and estimates are recomputed at least this often
 OVERRUN_S = 0.5  # what a run already past its estimate is still taken to need
+REPORT_EVERY_S = 2.0  # a waiting request's place is reported when it moves, and at least this often
 REMEMBERED = 10_000  # addresses and sessions whose last turn is remembered (the least recent forgotten first)
 
 
@@ -201,16 +202,19 @@ class Line:
             self._admit(ticket)
             self._waiting.append(ticket)
             self._touch()
-            reported = None
+            reported, reported_at = None, -float("inf")
             while not self._may_start(ticket):
                 if not alive():
                     self._waiting.remove(ticket)
                     self._touch()
                     raise ClientGone(f"the visitor left while waiting for a {self.name} slot")
                 place = self._places().get(ticket)
-                if place is not None and place != reported:
+                # Reported when its position moves, else every REPORT_EVERY_S: each report is a message
+                # through the server's event loop, and a full line holds a hundred waiting requests.
+                if place is not None and (reported is None or place.position != reported.position
+                                          or self.clock() - reported_at >= REPORT_EVERY_S):
                     report(place_text(self.name, place))
-                    reported = place
+                    reported, reported_at = place, self.clock()
                 self._changed.wait(POLL_S)
                 self._take_back_abandoned()
             self._waiting.remove(ticket)

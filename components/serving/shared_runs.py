@@ -6,7 +6,8 @@ fixes every draw of a run, so the outputs of one run are the outputs each identi
 have got on its own; only the timings are that one run's. So a request identical to one
 
 * **running** joins it: it takes no slot, waits for the run's updates and gets each of them;
-* **recently finished** (at most `size` kept, each at most `ttl_s`) gets its stored updates at once.
+* **recently finished** (at most `size` kept, each at most `ttl_s`) gets its stored updates at once,
+  unless it comes from a session that already had them: that session's request runs again.
 
 A run is stored only when it ended on its own (not by its visitor leaving or pressing Stop, nor an
 error): `finished(outputs)` decides, and a joined run that did not end so leaves its followers
@@ -34,6 +35,7 @@ class Shared:
     ended: bool = False
     failed: bool = False  # ended by an error, a Stop or its visitor leaving: followers run on their own
     followers: int = 0
+    sessions: set = field(default_factory=set)  # the sessions that ran or got it
     changed: threading.Condition = field(default_factory=threading.Condition)
 
     def add(self, update) -> None:
@@ -73,20 +75,26 @@ class SharedRuns:
         self._running: dict[Hashable, Shared] = {}
         self._finished: OrderedDict[Hashable, tuple[float, Shared]] = OrderedDict()
 
-    def lead_or_follow(self, key: Hashable) -> tuple[Shared, bool]:
-        """(the run, True) for the request that runs it, (the run, False) for one that joins or reads it."""
+    def lead_or_follow(self, key: Hashable, session: Hashable = None) -> tuple[Shared, bool]:
+        """(the run, True) for the request that runs it, (the run, False) for one that joins or reads it.
+        A session asking again for a finished run it already had runs it again (a teacher showing it once
+        more wants to watch it stream, and may press Stop): the stored outputs are for its classmates."""
         with self._lock:
             self._expire()
             if key in self._finished:
                 when, shared = self._finished.pop(key)
-                self._finished[key] = (when, shared)  # most recently used last
-                shared.followers += 1
-                return shared, False
+                if session is None or session not in shared.sessions:
+                    self._finished[key] = (when, shared)  # most recently used last
+                    shared.followers += 1
+                    shared.sessions.add(session)
+                    return shared, False
             if key in self._running:
                 shared = self._running[key]
                 shared.followers += 1
+                shared.sessions.add(session)
                 return shared, False
             shared = self._running[key] = Shared()
+            shared.sessions.add(session)
             return shared, True
 
     def end(self, key: Hashable, shared: Shared, failed: bool) -> None:

@@ -175,13 +175,9 @@ def _report(text: str) -> None:
 
 
 def _tell(text: str) -> None:
-    """A note in the corner of the visitor's page (best effort)."""
-    import gradio as gr
-
-    try:
-        gr.Info(text)
-    except Exception:  # noqa: BLE001 - a courtesy
-        pass
+    """A note on the request's progress, where its output will be (not a toast: one would cover the tabs
+    of a projector-sized page while the class clicks on)."""
+    _report(text)
 
 
 # ---------------------------------------------------------------------------------- lines
@@ -280,7 +276,7 @@ def served(translate: Callable[[BaseException, str], BaseException], inputs: Inp
             key = share_key(fn.__name__, run) if event is not None and FAIR.shared_runs >= 0 else None
             if key is None:
                 return None, None, True
-            shared, leads = SHARED.lead_or_follow(key)
+            shared, leads = SHARED.lead_or_follow(key, session_visitor(_current_request(), FAIR.proxy_hops))
             return key, shared, leads
 
         if inspect.isgeneratorfunction(fn):
