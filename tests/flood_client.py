@@ -3,7 +3,7 @@
     python tests/flood_client.py URL [--threads 20] [--seconds 6] [--address 198.51.100.66] [--max-posts 20000]
 
 Every thread posts to /gradio_api/queue/join as fast as the server answers, each join with
-a session hash of its own, all from one X-Forwarded-For address, until `seconds` have passed
+a session hash of its own (or all one, --one-session), all from one X-Forwarded-For address, until `seconds` have passed
 or `max-posts` joins were sent; it stops by itself. Only a loopback URL is accepted. Prints one
 JSON line: the count of each HTTP status the joins got.
 """
@@ -23,7 +23,7 @@ import httpx
 TOY_GENERATE = ["toy", "the cat", "sd", 1, 2, 0.7, 5, 0]
 
 
-def flood(url: str, threads: int, seconds: float, address: str, max_posts: int) -> Counter:
+def flood(url: str, threads: int, seconds: float, address: str, max_posts: int, one_session: bool = False) -> Counter:
     if urlparse(url).hostname != "127.0.0.1":
         raise SystemExit(f"flood_client floods loopback only, not {url}")
     config = httpx.get(f"{url}config", timeout=10).json()
@@ -37,7 +37,7 @@ def flood(url: str, threads: int, seconds: float, address: str, max_posts: int) 
                 with lock:
                     if sum(statuses.values()) >= max_posts:
                         return
-                body = {"data": TOY_GENERATE, "fn_index": fn_index, "session_hash": f"flood{worker}x{n}",
+                body = {"data": TOY_GENERATE, "fn_index": fn_index, "session_hash": "flood" if one_session else f"flood{worker}x{n}",
                         "event_data": None, "trigger_id": None}
                 try:
                     status = http.post(f"{url}gradio_api/queue/join", json=body).status_code
@@ -62,7 +62,8 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=6)
     parser.add_argument("--address", default="198.51.100.66")
     parser.add_argument("--max-posts", type=int, default=20000)
+    parser.add_argument("--one-session", action="store_true", help="every join from one session (else each its own)")
     args = parser.parse_args()
-    counts = flood(args.url.rstrip("/") + "/", args.threads, args.seconds, args.address, args.max_posts)
+    counts = flood(args.url.rstrip("/") + "/", args.threads, args.seconds, args.address, args.max_posts, args.one_session)
     print(json.dumps({str(k): v for k, v in counts.items()}))
     sys.stdout.flush()

