@@ -72,8 +72,6 @@ def resident_mib(pid: int) -> float:
 
 def press_generate(clients: list, requests: list[tuple], timeout: float = REQUEST_TIMEOUT) -> list[tuple]:
     """Every client submits its request at the same moment; (outcome, seconds, message) each."""
-    from gradio_client import Client  # noqa: F401 - the clients are gradio_client's
-
     go = threading.Barrier(len(clients))
 
     def one(pair):

@@ -180,16 +180,6 @@ class Line:
         with self._changed:
             return len(self._running), len(self._waiting)
 
-    def place(self, ticket: Ticket) -> Place | None:
-        with self._changed:
-            return self._places().get(ticket)
-
-    def estimate_start(self, visitor: Visitor, cost_s: float) -> float:
-        """Seconds until a request of `visitor` costing `cost_s` would start if it joined now."""
-        with self._changed:
-            probe = Ticket(visitor, lambda: True, cost_s)
-            return self._schedule(self._waiting + [probe])[probe].start_s
-
     # ------------------------------------------------------------------ entering and leaving
 
     def enter(self, visitor: Visitor, alive: Callable[[], bool], cost_s: float = 1.0,

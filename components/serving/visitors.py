@@ -51,7 +51,7 @@ from spectr_gbv.pairs import PAIRS, is_teaching, pair_key_of
 
 from . import limits
 from .limits import ClientGone, _env_int, watching_client
-from .line import Line, Place, Refused, Visitor, about_seconds  # noqa: F401 - Place, Refused: the lines' words
+from .line import Line, Refused, Visitor
 from .line import ClientGone as LeftTheLine
 from .request import Inputs, RunRequest
 from .shared_runs import SharedRuns
@@ -174,12 +174,6 @@ def _report(text: str) -> None:
         pass
 
 
-def _tell(text: str) -> None:
-    """A note on the request's progress, where its output will be (not a toast: one would cover the tabs
-    of a projector-sized page while the class clicks on)."""
-    _report(text)
-
-
 # ---------------------------------------------------------------------------------- lines
 
 
@@ -273,7 +267,7 @@ def served(translate: Callable[[BaseException, str], BaseException], inputs: Inp
 
         def sharing(run: RunRequest, event):
             """(key, shared run, leads) for a request Gradio serves; (None, None, True) otherwise."""
-            key = share_key(fn.__name__, run) if event is not None and FAIR.shared_runs >= 0 else None
+            key = share_key(fn.__name__, run) if event is not None else None
             if key is None:
                 return None, None, True
             shared, leads = SHARED.lead_or_follow(key, session_visitor(_current_request(), FAIR.proxy_hops))
@@ -285,7 +279,7 @@ def served(translate: Callable[[BaseException, str], BaseException], inputs: Inp
                 run, event = inputs.request(args, kwargs, partial=True), _gradio_event()
                 key, shared, leads = sharing(run, event)
                 if not leads:
-                    _tell(_same_run_note(shared.followers))
+                    _report(_same_run_note(shared.followers))  # on its progress: a toast would cover a projector's tabs
                     try:
                         yield from shared.follow((lambda: event.alive) if event is not None else (lambda: True))
                         return
@@ -329,7 +323,7 @@ def served(translate: Callable[[BaseException, str], BaseException], inputs: Inp
             run, event = inputs.request(args, kwargs, partial=True), _gradio_event()
             key, shared, leads = sharing(run, event)
             if not leads:
-                _tell(_same_run_note(shared.followers))
+                _report(_same_run_note(shared.followers))  # on its progress: a toast would cover a projector's tabs
                 try:
                     return list(shared.follow((lambda: event.alive) if event is not None else (lambda: True)))[-1]
                 except (LookupError, IndexError):
