@@ -84,6 +84,13 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
     return demo
 
 
+# Gradio's queue summarises its per-event records (a pandas group-by over the last 10,000 events) after
+# every event, for /monitoring. With /monitoring off nothing reads that summary, yet it was half of the
+# server's CPU under a stream of small events (py-spy), and it grows with the events served. So, unless
+# the operator turns /monitoring on or sets these: a short record, summarised every 500th event.
+GRADIO_ANALYTICS = {"GRADIO_ANALYTICS_MAX_EVENTS": "500", "GRADIO_ANALYTICS_CACHE_FREQUENCY": "500"}
+
+
 def launch(demo: gr.Blocks, concurrency: int | None = None, queue_size: int | None = None,
            fairness: visitors.Fairness | None = None, app_kwargs: dict | None = None, **kwargs):
     """Serve, with at most `concurrency` model runs at once and `queue_size` waiting (components.serving.visitors).
@@ -108,6 +115,9 @@ def launch(demo: gr.Blocks, concurrency: int | None = None, queue_size: int | No
     if compile_target:  # serving starts eagerly now; the default target switches once compiled and checked
         compiled.compile_in_background(lambda: get_pair(DEFAULT_KEY).target,  # with the layers its draft reads
                                        scoring_layers=lambda: getattr(get_pair(DEFAULT_KEY).draft, "feature_layers", ()))
+    if not limits.LIMITS.monitoring:
+        for name, value in GRADIO_ANALYTICS.items():
+            os.environ.setdefault(name, value)  # read when the queue is made, just below
     return demo.queue(default_concurrency_limit=fair.gradio_workers, max_size=fair.gradio_workers).launch(
         theme=gr.themes.Soft(), css_paths=[ASSETS / "app.css"], footer_links=["api", "gradio"],
         allowed_paths=[], max_file_size=MAX_UPLOAD_BYTES, state_session_capacity=limits.LIMITS.sessions,

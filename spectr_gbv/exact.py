@@ -24,6 +24,7 @@ import torch
 
 from .methods.base import MethodSpec, VerifyInput
 from .randomness import Randomness
+from .replays import remembering
 
 T = TypeVar("T")
 # A distribution function: context (tuple of token ids after the fixed prompt) -> [V] probs.
@@ -74,14 +75,15 @@ def enumerate_outcomes(run: Callable[[Randomness], T]) -> list[tuple[float, T]]:
     """Every (probability, result) of `run(rng)` over all its random choices."""
     results: list[tuple[float, T]] = []
     pending: list[list[int]] = [[]]
-    while pending:
-        script = pending.pop()
-        rng = BranchingRandomness(script)
-        value = run(rng)
-        results.append((rng.weight, value))
-        taken = script + [0] * len(rng.new_points)
-        for position, count in rng.new_points:
-            pending.extend(taken[:position] + [alternative] for alternative in range(1, count))
+    with remembering():  # every replay meets the nodes the first one worked out (`replays`)
+        while pending:
+            script = pending.pop()
+            rng = BranchingRandomness(script)
+            value = run(rng)
+            results.append((rng.weight, value))
+            taken = script + [0] * len(rng.new_points)
+            for position, count in rng.new_points:
+                pending.extend(taken[:position] + [alternative] for alternative in range(1, count))
     return results
 
 
@@ -121,16 +123,17 @@ def iteration_law(
     block_probs = {x: sequence_prob(x, draft_fn) for x in blocks}
     emitted: dict[tuple[int, ...], float] = defaultdict(float)
     expected = 0.0
-    for drafts in itertools.product(blocks, repeat=num_drafts):
-        weight = 1.0
-        for x in drafts:
-            weight *= block_probs[x]
-        if weight == 0:
-            continue
-        inp = verify_input_for(drafts, target_fn, draft_fn)
-        for prob, result in enumerate_outcomes(lambda rng: method.verify(inp, rng)):
-            emitted[tuple(result.tokens)] += weight * prob
-            expected += weight * prob * result.num_accepted
+    with remembering():  # draft tuples sharing a prefix share its nodes (`replays`)
+        for drafts in itertools.product(blocks, repeat=num_drafts):
+            weight = 1.0
+            for x in drafts:
+                weight *= block_probs[x]
+            if weight == 0:
+                continue
+            inp = verify_input_for(drafts, target_fn, draft_fn)
+            for prob, result in enumerate_outcomes(lambda rng: method.verify(inp, rng)):
+                emitted[tuple(result.tokens)] += weight * prob
+                expected += weight * prob * result.num_accepted
     return IterationLaw(dict(emitted), expected)
 
 

@@ -64,6 +64,7 @@ import torch
 
 from ..probs import token_probs
 from ..randomness import HostUniforms, Randomness
+from ..replays import remembered
 from .as_bv_device import child_alive_law_on_device, next_omega_on_device, node_law_on_device, on_device
 from .as_bv_fast import on_support
 from .as_bv_host import DraftsOnHost, on_support_with_drafts, read_drafts
@@ -216,9 +217,21 @@ def node_law(
     beta along where the order has a tail), rho* and beta where it has none (`components`), and
     "first"'s check where the LP mixes components (`_prefer_first`); none elsewhere.
     """
-    if on_device(target, alive_law):
-        return node_law_on_device(target, draft, alive_law, omega, candidates)
-    return node_law_on_host(target, draft, alive_law, omega, candidates)
+    form = node_law_on_device if on_device(target, alive_law) else node_law_on_host
+    return remembered(  # an exact enumeration's replays ask for the same node again and again
+        lambda: (form.__name__, _value_key(target), _value_key(draft), _value_key(alive_law), _value_key(omega),
+                 None if candidates is None else tuple(candidates)),
+        lambda: form(target, draft, alive_law, omega, candidates))
+
+
+def _value_key(value) -> tuple:
+    """A row's, a law's or a scalar's exact value, as a key (read to the host: made only inside an
+    exact enumeration, `replays.remembered`)."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype, tuple(value.shape), value.detach().cpu().numpy().tobytes()
+    if isinstance(value, dict):
+        return tuple(sorted(value.items()))
+    return (float(value),)
 
 
 def select_with_detail(law: NodeLaw, tokens: list[int], rng: Randomness,
