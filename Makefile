@@ -28,18 +28,18 @@ $(BROWSER):
 run: $(STAMP)
 	$(PY) app.py
 
-# Two parts: two workers for everything but the browser tests and the serial modules (tests/conftest.py:
-# timings asserted under load, or work that loads both cores itself); then those alone.
+# Two parts: two workers (each takes more tests as it frees) for everything but the serial modules
+# (tests/conftest.py: timings asserted under load, or work that loads both cores itself); then those alone.
 test: $(STAMP) $(BROWSER)
-	$(PY) -m pytest -n 2 -m "not serial and not browser"
-	$(PY) -m pytest -m "serial or browser"
+	$(PY) -m pytest -n 2 --dist worksteal -m "not serial"
+	$(PY) -m pytest -m serial
 
 # Everyday work, by tier (pytest.ini, docs/tests.md): exactness (exact enumeration of every rule,
 # the fast paths against their references), unit (pure functions, views, limits, registry, the
 # engine on lookup tables) and API (the app served in-process); no Monte-Carlo, transformers-model,
 # browser or slow tier.
 check: $(STAMP)
-	$(PY) -m pytest -q -n 2 -m "(exact or unit or api) and not serial"
+	$(PY) -m pytest -q -n 2 --dist worksteal -m "(exact or unit or api) and not serial"
 	$(PY) -m pytest -q -m "(exact or unit or api) and serial"
 
 # The README's screenshots: every browser test module, each saving its captures into assets/screenshots.

@@ -35,10 +35,10 @@ def tier_problems(items) -> list[str]:
     return problems
 
 
-# `make test` runs the suite in two parts: `pytest -n 2 -m "not serial and not browser"` (two workers),
-# then `pytest -m "serial or browser"` alone. Serial: modules that assert timings under load, or that load
-# both cores themselves (docs/tests.md). The browser tests run in the second part too: one Chromium at a
-# time (xdist's groups do not hold under pytest 9, whose node ids xdist 3.8 cannot tag).
+# `make test` runs the suite in two parts: `pytest -n 2 --dist worksteal -m "not serial"` (two workers,
+# the browser tests among them, each worker its own Chromium), then `pytest -m serial` alone. Serial:
+# modules that assert timings under load, or that load both cores themselves (docs/tests.md); a
+# module, as xdist's groups do not hold under pytest 9, whose node ids xdist 3.8 cannot tag.
 SERIAL_MODULES = frozenset({"test_queue_flood.py", "test_fair_and_bounded.py", "test_load.py", "test_class_load.py",
                             "test_compiled.py", "test_space.py", "test_gate.py"})
 
