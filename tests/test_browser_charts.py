@@ -22,7 +22,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
 from browser_kit import NARROW, TIMEOUT, WINDOW, browser, count, open_page, open_tab, screenshots, wait_for  # noqa: F401
-from components.tabs import compare, sweep
+from components.tabs import compare, sidebar, sweep
 from components.wiring import inputs
 from components.wiring.run_events import RUNNING
 from helpers import slow_toy_pair
@@ -102,8 +102,11 @@ def set_number(driver, css: str, value) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_compare_and_sweep_charts_are_readable(browser, screenshots, timed_pairs, size):
+def test_compare_and_sweep_charts_are_readable(browser, screenshots, timed_pairs, size, monkeypatch):
     # The two-token example: its ceiling (the best any exact rule can do) is drawn at the default K and L.
+    # Runs of 12 tokens, not the sidebar's 40: the charts' geometry does not depend on the runs' length,
+    # and 40 tokens cost 40 to 80 s of CPU a size.
+    monkeypatch.setattr(sidebar, "DEFAULT_TOKENS", 12)
     with running_app(default_pair="two-token", default_prompt="A") as url:
         open_page(browser, url, *size, presentation=False)  # after the page's load event, which moves the layout
         open_tab(browser, "Compare")
