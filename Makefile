@@ -28,11 +28,12 @@ $(BROWSER):
 run: $(STAMP)
 	$(PY) app.py
 
-# Two parts: two workers (each takes more tests as it frees) for everything but the serial modules
-# (tests/conftest.py: timings asserted under load, or work that loads both cores itself); then those alone.
+# Two parts: two workers (each takes more tests as it frees) for everything but the browser tests and the
+# serial modules (tests/conftest.py: timings asserted under load, or work that loads both cores itself);
+# then those alone. (Run in the workers, a browser test's Stop once came after its run had ended.)
 test: $(STAMP) $(BROWSER)
-	$(PY) -m pytest -n 2 --dist worksteal -m "not serial"
-	$(PY) -m pytest -m serial
+	$(PY) -m pytest -n 2 --dist worksteal -m "not serial and not browser"
+	$(PY) -m pytest -m "serial or browser"
 
 # Everyday work, by tier (pytest.ini, docs/tests.md): exactness (exact enumeration of every rule,
 # the fast paths against their references), unit (pure functions, views, limits, registry, the

@@ -21,7 +21,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from components.wiring.screens import NARROW_PX
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-TIMEOUT = 180  # a bound on waits for a run to end, not a speed: two workers share 2 cores with other tests
+TIMEOUT = 90
 WINDOW = (1440, 900)
 NARROW = (800, 1000)
 PROJECTOR = (1024, 768)  # a classroom projector, shown in presentation mode
