@@ -192,25 +192,24 @@ def test_private_answers_carry_no_lone_surrogate():
     assert "\\ud800" in pair_name_html(junk) and "\ud800" not in pair_name_html(junk)
 
 
+def launched_queue_settings() -> tuple[int, int]:
+    """(records kept, summarised every n-th event) of Gradio's queue as `app.launch` makes it."""
+    from app_server import free_port
+
+    with gr.Blocks() as demo:
+        gr.Button("x").click(lambda: None)
+    app.launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    try:
+        return demo._queue.ANALYTICS_MAX_EVENTS, demo._queue.ANAYLTICS_CACHE_FREQUENCY  # Gradio's spelling
+    finally:
+        demo.close()
+
+
 def test_gradio_summarises_a_short_record_rarely_unless_monitoring_is_on(monkeypatch):
     """With /monitoring off, Gradio's queue keeps 500 events' records and summarises them every 500th
     event (not the last 10,000 after every event, which was half the server's CPU under small events)."""
-    from app_server import free_port
-
     for name in app.GRADIO_ANALYTICS:
         monkeypatch.delenv(name, raising=False)
-    with gr.Blocks() as demo:
-        gr.Button("x").click(lambda: None)
-    app.launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
-    try:
-        assert demo._queue.ANALYTICS_MAX_EVENTS == 500 and demo._queue.ANAYLTICS_CACHE_FREQUENCY == 500
-    finally:
-        demo.close()
+    assert launched_queue_settings() == (500, 500)
     monkeypatch.setenv("GRADIO_ANALYTICS_CACHE_FREQUENCY", "7")  # the operator's own setting stays
-    with gr.Blocks() as demo:
-        gr.Button("x").click(lambda: None)
-    app.launch(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
-    try:
-        assert demo._queue.ANAYLTICS_CACHE_FREQUENCY == 7
-    finally:
-        demo.close()
+    assert launched_queue_settings()[1] == 7

@@ -95,8 +95,8 @@ def post_junk(url: str, event: dict, shape: str) -> list[tuple[dict, int, bool, 
 
 @pytest.mark.parametrize("shape", list(JUNK))
 def test_junk_by_event_number_gets_words_and_no_traceback(server, shape):
-    """The ~200 events are posted POSTS_AT_ONCE at a time (an answer is mostly round trips); every
-    answer is still checked."""
+    """The ~200 events are posted POSTS_AT_ONCE at a time, so the client's and the server's work
+    overlap; every answer is still checked."""
     url, log, events = server
     since = len(log.read_text(errors="replace"))
     with ThreadPoolExecutor(POSTS_AT_ONCE) as pool:
