@@ -115,24 +115,22 @@ def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_k
     own_residual = final_kind == "correction" and method in METHODS and not METHODS[method].plots_its_residual
     subtitle = subtitle_lines("q and p of the winning draft at this position",
                               "its residual is not norm((q\u00a0−\u00a0p)+): see the panel" if own_residual else "")
-    fig = _figure(f"Where the {final_kind} token was drawn", "token", "probability", subtitle)
     hover = dict(customdata=names, hovertemplate="%{customdata}: %{y:.4f}")
-    fig.add_bar(name="target q", x=xs, y=[t.target_prob for t in top_tokens],
-                marker_color=DISTRIBUTION_COLOURS["target q"], **hover)
+    bars = [dict(name="target q", y=[t.target_prob for t in top_tokens], marker_color=DISTRIBUTION_COLOURS["target q"])]
     if any(t.draft_prob is not None for t in top_tokens):
-        fig.add_bar(name="draft p", x=xs, y=[t.draft_prob or 0.0 for t in top_tokens],
-                    marker_color=DISTRIBUTION_COLOURS["draft p"], **hover)
+        bars.append(dict(name="draft p", y=[t.draft_prob or 0.0 for t in top_tokens],
+                         marker_color=DISTRIBUTION_COLOURS["draft p"]))
     # The bar the token was drawn from in its kind's colour: the residual is the correction colour.
-    fig.add_bar(name=source, x=xs, y=[t.final_prob for t in top_tokens], marker_color=KINDS[final_kind].strong, **hover)
+    bars.append(dict(name=source, y=[t.final_prob for t in top_tokens], marker_color=KINDS[final_kind].strong))
     tallest = max([max(t.final_prob, t.target_prob, t.draft_prob or 0.0) for t in top_tokens], default=0.0)
-    for x, t in zip(xs, top_tokens):
-        if t.token == drawn:  # the arrow's tip on the tallest of its token's bars, the word above them all
-            fig.add_annotation(x=x, y=max(t.final_prob, t.target_prob, t.draft_prob or 0.0), text="drawn",
-                               showarrow=True, arrowhead=2)
-    fig.update_layout(barmode="group")
-    fig.update_xaxes(type="linear", tickmode="array", tickvals=xs, ticktext=[short_label(n, most) for n in names],
-                     tickangle=0, tickfont=dict(size=12), range=[-0.5, len(xs) - 0.5])
-    fig.update_yaxes(range=[0, max(tallest, 0.05) * 1.3])  # room for the arrow and its word inside the plot
+    # The arrow's tip on the tallest of its token's bars, the word above them all.
+    arrows = [dict(x=x, y=max(t.final_prob, t.target_prob, t.draft_prob or 0.0), text="drawn", showarrow=True,
+                   arrowhead=2) for x, t in zip(xs, top_tokens) if t.token == drawn]
+    fig = _figure(f"Where the {final_kind} token was drawn", "token", "probability", subtitle,
+                  data=[dict(bar, type="bar", x=xs, **hover) for bar in bars], barmode="group", annotations=arrows,
+                  xaxis=dict(type="linear", tickmode="array", tickvals=xs, ticktext=[short_label(n, most) for n in names],
+                             tickangle=0, tickfont=dict(size=12), range=[-0.5, len(xs) - 0.5]),
+                  yaxis=dict(range=[0, max(tallest, 0.05) * 1.3]))  # room for the arrow and its word inside the plot
     return fig
 
 
