@@ -24,7 +24,7 @@ from typing import Iterator, Sequence
 import torch
 
 from .config import DecodeConfig
-from .engine import DecodeRun
+from .engine import DecodeRun, laws_kept_by
 from .methods import METHODS
 from .methods.base import VerifyInput
 from .models.base import LanguageModel
@@ -116,19 +116,26 @@ def coupled_steps(
         proposal = run.propose(config.num_drafts)
         inp = VerifyInput.build(proposal.draft_tokens, proposal.draft_probs, proposal.target_probs)
         coin_seed = 2 * config.seed + 1 + 7919 * run.index  # one stream per iteration, shared by all
-        verdicts, leader = {}, None
-        for name in dict.fromkeys([*methods, config.method]):
-            spec = METHODS[name]
-            own = inp if spec.multi_draft else _single_draft(inp)
-            result = spec.verify(own, TorchRandomness(torch.Generator(device=target.device).manual_seed(coin_seed)))
-            expected = spec.expected_accepted(own) if (config.with_theory and spec.expected_accepted) else None
-            verdicts[name] = MethodStep(result.num_accepted, result.winning_draft, result.final_token,
-                                        result.final_kind, expected)
-            if name == config.method:
-                leader = result
+        with laws_kept_by(target):
+            verdicts, leader = _judge_all(inp, methods, config, target.device, coin_seed)
         index = run.index
         emitted = run.commit(leader.winning_draft or 0, leader.tokens)
         yield CoupledStep(index, inp.draft_tokens.tolist(), {m: verdicts[m] for m in methods}, emitted)
+
+
+def _judge_all(inp: VerifyInput, methods: Sequence[str], config: DecodeConfig, device, coin_seed: int):
+    """Every method's verdict on one proposal, each with the same coin stream; and the leader's result."""
+    verdicts, leader = {}, None
+    for name in dict.fromkeys([*methods, config.method]):
+        spec = METHODS[name]
+        own = inp if spec.multi_draft else _single_draft(inp)
+        result = spec.verify(own, TorchRandomness(torch.Generator(device=device).manual_seed(coin_seed)))
+        expected = spec.expected_accepted(own) if (config.with_theory and spec.expected_accepted) else None
+        verdicts[name] = MethodStep(result.num_accepted, result.winning_draft, result.final_token,
+                                    result.final_kind, expected)
+        if name == config.method:
+            leader = result
+    return verdicts, leader
 
 
 def coupled_run(target, draft, prompt_ids, methods, config: DecodeConfig) -> CoupledRun:

@@ -21,6 +21,7 @@ verification, so identical settings give identical tokens.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable, Iterator, Sequence
@@ -34,6 +35,7 @@ from .models.base import DecodeSession, LanguageModel
 from .probs import logits_to_probs, token_probs
 from .randomness import sample_rows
 from .records import IterationRecord, IterationTimings, RunRecord, TopToken
+from .replays import remembering
 
 # How many of the final distribution's most likely tokens an iteration record keeps.
 FINAL_TOP_TOKENS = 10
@@ -273,6 +275,14 @@ class DecodeRun:
         return emitted
 
 
+def laws_kept_by(target: LanguageModel):
+    """Around one iteration's verification: remember node laws in the target's `node_laws` (a
+    `replays.Recent` the app gives its teaching pairs, whose fixed tables repeat nodes across runs);
+    nothing for a target without one."""
+    laws = getattr(target, "node_laws", None)
+    return nullcontext() if laws is None else remembering(laws)
+
+
 def decode_iterations(
     target: LanguageModel, draft: LanguageModel | None, prompt_ids: Sequence[int], config: DecodeConfig
 ) -> Iterator[IterationRecord]:
@@ -290,8 +300,9 @@ def run_iterations(run: DecodeRun) -> Iterator[IterationRecord]:
             record = autoregressive_iteration(run.index, config, run.target_session, run.generators[0], target.device)
             branch = 0
         else:
-            record, result = speculative_iteration(run.index, config, run.target_session, run.draft_session,
-                                                   run.generators, target.device, draft.device)
+            with laws_kept_by(target):
+                record, result = speculative_iteration(run.index, config, run.target_session, run.draft_session,
+                                                       run.generators, target.device, draft.device)
             branch = result.winning_draft or 0
         emitted = run.commit(branch, [*record.accepted_tokens, record.final_token])
         yield replace(record, emitted=emitted)
@@ -338,7 +349,8 @@ def run_lean(run: DecodeRun) -> Iterator[LeanStep]:
             rng = spec.randomness(run.generators[1], K, config.draft_length, run.target.device)
             prefetch = None if spec.prefetch is None else partial(spec.prefetch, rng=rng)
             proposal = run.propose(K, timed=False, prefetch=prefetch)
-            result = spec.verify(proposal.lean_input(), rng)
+            with laws_kept_by(run.target):
+                result = spec.verify(proposal.lean_input(), rng)
             branch = result.winning_draft or 0
             drafted = None if proposal.prefetched is None else proposal.prefetched.rows[branch]  # spares the draft's read
             yield LeanStep(run.commit(branch, result.tokens, drafted=drafted), result.num_accepted)

@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import Callable
 
 from .models.base import LanguageModel
+from .replays import Recent
 from .toy import TWO_TOKEN_WORDS, WORDS, decode, encode, toy_pair, two_token_pair, unknown_words, words_of
 
 MAX_LOADED_HUB_PAIRS = int(os.environ.get("SPECTR_GBV_MAX_HUB_PAIRS", "1"))
@@ -217,12 +218,24 @@ def _custom_pair(info: PairInfo) -> Pair:
     return _load_hub_pair(info) if local else _locked_hub_pair(info)
 
 
+# The node laws the teaching pairs' runs have worked out, kept across runs and visitors (`replays.Recent`):
+# a class meets the same nodes of the same tables again and again. Keyed by a node's exact values, so one
+# memory serves both pairs. 8,192 laws of a few-word vocabulary are a few MiB.
+TEACHING_LAWS = Recent(8192)
+
+
+def _remembering(models):
+    target, draft = models
+    target.node_laws = TEACHING_LAWS
+    return target, draft
+
+
 def _curated_pair(key: str) -> Pair:
     if key not in PAIRS:
         raise ValueError(f"unknown model pair {key!r}; choose one of: {', '.join(PAIRS)}")
     info = PAIRS[key]
     if key == TOY_KEY:
-        return Pair(info, *toy_pair(), encode, decode, list(WORDS))
+        return Pair(info, *_remembering(toy_pair()), encode, decode, list(WORDS))
     if key == TWO_TOKEN_KEY:
         def encode_two(text: str) -> list[int]:
             words = words_of(text, TWO_TOKEN_WORDS, case=str.upper)
@@ -231,7 +244,7 @@ def _curated_pair(key: str) -> Pair:
                 raise ValueError(f"unknown word(s) {unknown}; the two-token example knows: A B")
             return [TWO_TOKEN_WORDS.index(w) for w in words]
 
-        return Pair(info, *two_token_pair(), encode_two, lambda ids: [TWO_TOKEN_WORDS[i] for i in ids], list(TWO_TOKEN_WORDS))
+        return Pair(info, *_remembering(two_token_pair()), encode_two, lambda ids: [TWO_TOKEN_WORDS[i] for i in ids], list(TWO_TOKEN_WORDS))
     if key == DEFAULT_KEY:
         return _default_pair()
     if key in PREVIOUS_DEFAULT_KEYS:

@@ -48,7 +48,13 @@ def constant(values):
 
 def toy_pair() -> tuple[FunctionModel, FunctionModel]:
     """(target, draft) of the Toy world."""
-    return FunctionModel(_target_probs, len(WORDS), name="toy target"), FunctionModel(_draft_probs, len(WORDS), name="toy draft")
+    return (FunctionModel(_target_probs, len(WORDS), name="toy target", context_key=previous_word),
+            FunctionModel(_draft_probs, len(WORDS), name="toy draft", context_key=previous_word))
+
+
+def previous_word(context: tuple[int, ...]) -> int | None:
+    """All of the context a bigram world's law depends on."""
+    return context[-1] if context else None
 
 
 def words_of(text: str, vocabulary: list[str], case=str.lower) -> list[str]:
@@ -88,4 +94,10 @@ def two_token_pair() -> tuple[FunctionModel, FunctionModel]:
     """(target, draft) of the two-token example; its words are A and B."""
     q = torch.tensor(TWO_TOKEN_TARGET, dtype=torch.float64)
     p = torch.tensor(TWO_TOKEN_DRAFT, dtype=torch.float64)
-    return FunctionModel(lambda context: q, 2, name="two-token target"), FunctionModel(lambda context: p, 2, name="two-token draft")
+    return (FunctionModel(lambda context: q, 2, name="two-token target", context_key=no_context),
+            FunctionModel(lambda context: p, 2, name="two-token draft", context_key=no_context))
+
+
+def no_context(context: tuple[int, ...]) -> None:
+    """A constant law depends on nothing of the context."""
+    return None

@@ -8,7 +8,7 @@ these sizes).
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Hashable, Sequence
 
 import torch
 
@@ -18,18 +18,39 @@ ProbsFn = Callable[[tuple[int, ...]], "torch.Tensor | Sequence[float]"]
 
 
 class FunctionModel:
-    def __init__(self, probs_fn: ProbsFn, vocab_size: int, eos_token_id: int | None = None, name: str = "function"):
+    """`context_key`, when given, says what of the context the law depends on (the Toy world's last
+    word, a constant law's nothing): each key's law is then computed and checked once, and the same
+    checked row is given after every context with that key. Without it, every call asks `probs_fn`."""
+
+    def __init__(self, probs_fn: ProbsFn, vocab_size: int, eos_token_id: int | None = None, name: str = "function",
+                 context_key: Callable[[tuple[int, ...]], Hashable] | None = None):
         if vocab_size < 1:
             raise ValueError(f"vocab_size must be at least 1, got {vocab_size}")
         self.probs_fn = probs_fn
+        self.context_key = context_key
+        self._laws: dict = {}  # context_key(context) -> its checked law
         self.vocab_size = vocab_size
         self.eos_token_id = eos_token_id
         self.name = name
         self.device = torch.device("cpu")
+        # A `replays.Recent` where runs on this target remember their node laws (`engine.laws_kept_by`);
+        # the app gives one to its teaching pairs (`spectr_gbv.pairs`). None: nothing kept between runs.
+        self.node_laws = None
 
     def next_token_probs(self, context: Sequence[int]) -> torch.Tensor:
-        """The model's next-token distribution after `context` (all ids so far). [V] float64"""
-        probs = torch.as_tensor(self.probs_fn(tuple(int(t) for t in context)), dtype=torch.float64)
+        """The model's next-token distribution after `context` (all ids so far). [V] float64.
+        With a `context_key` the row is shared between calls: read it, never write to it."""
+        context = tuple(int(t) for t in context)
+        if self.context_key is None:
+            return self._checked_probs(context)
+        key = self.context_key(context)
+        law = self._laws.get(key)
+        if law is None:
+            law = self._laws[key] = self._checked_probs(context)
+        return law
+
+    def _checked_probs(self, context: tuple[int, ...]) -> torch.Tensor:
+        probs = torch.as_tensor(self.probs_fn(context), dtype=torch.float64)
         if probs.shape != (self.vocab_size,):
             raise ValueError(f"{self.name}: probs_fn returned shape {tuple(probs.shape)}, expected ({self.vocab_size},)")
         return checked_float64_distributions(f"{self.name}: probs_fn output", probs)
