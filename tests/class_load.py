@@ -92,7 +92,10 @@ def press_generate(clients: list, requests: list[tuple], timeout: float = REQUES
         return list(pool.map(one, zip(clients, requests)))
 
 
-def scenario(url: str, name: str, pair: str, students: int, addresses: list[str], identical: bool) -> dict:
+def scenario(url: str, name: str, pair: str, students: int, addresses: list[str], identical: bool,
+             server_cpu=lambda: 0.0) -> dict:
+    """One class pressing Generate; `server_cpu()` the server's CPU seconds so far (what the class's
+    runs cost is read from the press to the last answer, not counting the sessions' set-up)."""
     from gradio_client import Client
 
     method, k, length, temperature, tokens = defaults()
@@ -102,14 +105,15 @@ def scenario(url: str, name: str, pair: str, students: int, addresses: list[str]
     with ThreadPoolExecutor(max_workers=8) as pool:  # sessions made before the clock starts
         clients = list(pool.map(lambda address: Client(url, verbose=False, headers={"X-Forwarded-For": address}),
                                 addresses))
-    started = time.perf_counter()
+    cpu_before, started = server_cpu(), time.perf_counter()
     results = press_generate(clients, requests)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, server_cpu() - cpu_before
     served = [seconds for outcome, seconds, _ in results if outcome == "served"]
     row = {"scenario": name, "pair": pair, "students": students, "addresses": len(set(addresses)),
            "served": len(served), "refused": sum(o == "refused" for o, _, _ in results),
            "failed": sum(o == "failed" for o, _, _ in results),
            "p50_s": percentile(served, 0.5), "p95_s": percentile(served, 0.95), "wall_s": wall,
+           "server_cpu_s": cpu,
            "messages": sorted({message for outcome, _, message in results if outcome != "served"})[:5]}
     for client in clients:
         try:
@@ -155,6 +159,8 @@ def main() -> None:
     parser.add_argument("--json", help="write the rows here too")
     parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE",
                         help="environment variables for the server (SPECTR_GBV_TEACHING_CONCURRENCY=1, say)")
+    parser.add_argument("--only", choices=["one address", "own addresses", "identical, one address"],
+                        help="run this scenario alone (for a profile of it)")
     parser.add_argument("--settle", type=float, default=60, help="seconds to wait before the last memory reading")
     args = parser.parse_args()
     if not 1 <= args.students <= 120 or not 0 <= args.big_class <= 120:
@@ -169,10 +175,10 @@ def main() -> None:
         warm_up(url, args.pairs)  # each pair loaded and run once: a class meets a server that is up
         memory["start_mib"] = resident_mib(pid)
         for name, pair, students, addresses, identical in plan(args.pairs, args.students, args.big_class):
-            before = cpu_seconds(pid)
-            row = scenario(url, name, pair, students, addresses, identical)
+            if args.only and name != args.only:
+                continue
+            row = scenario(url, name, pair, students, addresses, identical, server_cpu=lambda: cpu_seconds(pid))
             row["rss_mib"] = resident_mib(pid)
-            row["server_cpu_s"] = cpu_seconds(pid) - before
             rows.append(row)
             print(f"{row['scenario']:>24} | {row['pair']:>8} | {row['students']:>3} sessions | served {row['served']:>3} "
                   f"| refused {row['refused']:>3} | failed {row['failed']:>3} | p50 {_s(row['p50_s'])} "

@@ -61,7 +61,8 @@ def expected_text(args: tuple) -> str:
 def check(endpoint: str, args: tuple, result) -> None:
     if endpoint == "/generate":
         data = result[2]
-        assert data["new_tokens"] <= args[6] and data["text"] == expected_text(args), "wrong generation"
+        expected = expected_text(args)
+        assert data["new_tokens"] <= args[6] and data["text"] == expected, f"wrong generation: {data['text']!r}, in-process {expected!r}"
     elif endpoint == "/compare":
         data = result[-1]
         assert data["methods"] == args[2] and len(data["coupled_runs"]) == len(args[2])
