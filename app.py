@@ -25,7 +25,7 @@ from pathlib import Path
 import gradio as gr
 from starlette.middleware import Middleware
 
-from components.serving import gate, limits, logs, visitors
+from components.serving import gate, limits, logs, sessions, visitors
 from components.tabs import (about, compare, explorer, fidelity, generate, grid_view, lesson, playground, race,
                              repeats_sizing, sidebar, sweep)
 from components.wiring import classroom, screens, share
@@ -115,6 +115,7 @@ def launch(demo: gr.Blocks, concurrency: int | None = None, queue_size: int | No
     if compile_target:  # serving starts eagerly now; the default target switches once compiled and checked
         compiled.compile_in_background(lambda: get_pair(DEFAULT_KEY).target,  # with the layers its draft reads
                                        scoring_layers=lambda: getattr(get_pair(DEFAULT_KEY).draft, "feature_layers", ()))
+    sessions.defer_session_configs()  # a new session's first event no longer works out every block's config
     if not limits.LIMITS.monitoring:
         for name, value in GRADIO_ANALYTICS.items():
             os.environ.setdefault(name, value)  # read when the queue is made, just below

@@ -93,15 +93,16 @@ def press_generate(clients: list, requests: list[tuple], timeout: float = REQUES
 
 
 def scenario(url: str, name: str, pair: str, students: int, addresses: list[str], identical: bool,
-             server_cpu=lambda: 0.0) -> dict:
-    """One class pressing Generate; `server_cpu()` the server's CPU seconds so far (what the class's
-    runs cost is read from the press to the last answer, not counting the sessions' set-up)."""
+             server_cpu=lambda: 0.0, first_seed: int = 1000) -> dict:
+    """One class pressing Generate, student i with seed first_seed + i (each scenario its own seeds: a
+    request equal to an earlier scenario's would be served its stored result); `server_cpu()` the
+    server's CPU seconds so far (read from the press to the last answer, not the sessions' set-up)."""
     from gradio_client import Client
 
     method, k, length, temperature, tokens = defaults()
     prompts = PROMPTS.get(pair, PROMPTS["default"])
     requests = [(pair, prompts[0 if identical else i % len(prompts)], method, k, length, temperature, tokens,
-                 0 if identical else 1000 + i) for i in range(students)]
+                 0 if identical else first_seed + i) for i in range(students)]
     with ThreadPoolExecutor(max_workers=8) as pool:  # sessions made before the clock starts
         clients = list(pool.map(lambda address: Client(url, verbose=False, headers={"X-Forwarded-For": address}),
                                 addresses))
@@ -174,10 +175,12 @@ def main() -> None:
         pid = pids[0]
         warm_up(url, args.pairs)  # each pair loaded and run once: a class meets a server that is up
         memory["start_mib"] = resident_mib(pid)
-        for name, pair, students, addresses, identical in plan(args.pairs, args.students, args.big_class):
+        for number, (name, pair, students, addresses, identical) in enumerate(plan(args.pairs, args.students,
+                                                                                   args.big_class)):
             if args.only and name != args.only:
                 continue
-            row = scenario(url, name, pair, students, addresses, identical, server_cpu=lambda: cpu_seconds(pid))
+            row = scenario(url, name, pair, students, addresses, identical, server_cpu=lambda: cpu_seconds(pid),
+                           first_seed=1000 * (number + 1))
             row["rss_mib"] = resident_mib(pid)
             rows.append(row)
             print(f"{row['scenario']:>24} | {row['pair']:>8} | {row['students']:>3} sessions | served {row['served']:>3} "
