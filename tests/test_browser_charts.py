@@ -206,7 +206,10 @@ def test_generate_is_busy_while_it_runs_and_a_failed_run_shows_its_message(brows
         WebDriverWait(browser, TIMEOUT).until(lambda d: generate_button(d).is_enabled(), message="Generate back")
         browser.save_screenshot(str(screenshots / f"generate-failed-{size[0]}.png"))
 
-        # Stopped: the button comes back too.
+        # Stopped: the button comes back too. On a pair slow enough that the run is still going when Stop
+        # is clicked, however loaded the machine (on the faster one, a Stop once came after the run's end).
+        slower_toy = slow_toy_pair(0.1)  # about 2 s an iteration
+        monkeypatch.setattr(inputs, "get_pair", lambda key, **kwargs: slower_toy)
         prompt.clear()
         prompt.send_keys("the cat")
         generate_button(browser).click()
