@@ -30,7 +30,7 @@ run: $(STAMP)
 
 # Two parts: two workers (each takes more tests as it frees) for everything but the browser tests and the
 # serial modules (tests/conftest.py: timings asserted under load, or work that loads both cores itself);
-# then those alone. (Run in the workers, a browser test's Stop once came after its run had ended.)
+# then those alone. (In two workers of their own the browser tests took as long as alone, on 2 cores.)
 test: $(STAMP) $(BROWSER)
 	$(PY) -m pytest -n 2 --dist worksteal -m "not serial and not browser"
 	$(PY) -m pytest -m "serial or browser"

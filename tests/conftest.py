@@ -38,8 +38,9 @@ def tier_problems(items) -> list[str]:
 # `make test` runs the suite in two parts: `pytest -n 2 --dist worksteal -m "not serial and not browser"`
 # (two workers), then `pytest -m "serial or browser"` alone. Serial: modules that assert timings under
 # load, or that load both cores themselves (docs/tests.md); a module, as xdist's groups do not hold under
-# pytest 9, whose node ids xdist 3.8 cannot tag. The browser tests run alone too: in the workers, one's
-# Stop once came after its run had ended (tests/test_browser_charts.py, on a loaded machine).
+# pytest 9, whose node ids xdist 3.8 cannot tag. The browser tests run alone too: two workers of their own
+# ran them no faster on 2 cores (9 min 24 s against about 10 min), and beside the other tests one's Stop once
+# came after its run had ended.
 SERIAL_MODULES = frozenset({"test_queue_flood.py", "test_fair_and_bounded.py", "test_load.py", "test_class_load.py",
                             "test_compiled.py", "test_space.py", "test_gate.py"})
 
