@@ -124,9 +124,14 @@ def fit_top(fig: go.Figure, subtitle: str | None, extra_lines: int = 0) -> go.Fi
     margin takes past GROWN_PAST, so the plot keeps its planned height however many lines come; idempotent
     (a later call with a longer subtitle grows it by the difference only)."""
     before, after = fig.layout.margin.t, top_margin(subtitle, extra_lines)
-    grown = max(0, after - GROWN_PAST) - max(0, (before if before is not None else after) - GROWN_PAST)
-    fig.update_layout(margin_t=after, height=(fig.layout.height or HEIGHT) + grown)
+    fig.update_layout(margin_t=after, height=grown_height(fig.layout.height or HEIGHT, before, after))
     return fig
+
+
+def grown_height(height: int, before: int | None, after: int) -> int:
+    """A chart's height once its top margin goes from `before` (None: not set) to `after`: grown by what
+    `after` takes past GROWN_PAST, less what `before` already took."""
+    return height + max(0, after - GROWN_PAST) - max(0, (before if before is not None else after) - GROWN_PAST)
 
 
 def figure(title: str, x_title: str, y_title: str, subtitle: str | None = None, data: Sequence[dict] = (),
@@ -135,13 +140,14 @@ def figure(title: str, x_title: str, y_title: str, subtitle: str | None = None, 
     other parts added; the top margin grows with the subtitle's lines."""
     # Built by one constructor call: each `update_layout` or `add_bar` walks Plotly's property tree again
     # (a chart built by four updates cost 15 ms, most of a teaching run's rendering). The margin and
-    # height are what `fit_top` gives a new chart.
+    # height are what `fit_top` gives a new chart in the house layout.
     margin_t = top_margin(subtitle)
     return go.Figure(data=list(data), layout=dict(
         LAYOUT, title=dict(TITLE, text=title, subtitle=dict(text=subtitle) if subtitle else None),
         xaxis=dict(title=dict(text=x_title), automargin=True, **(xaxis or {})),
         yaxis=dict(title=dict(text=y_title), automargin=True, **(yaxis or {})),
-        margin=dict(LAYOUT["margin"], t=margin_t), height=HEIGHT + max(0, margin_t - GROWN_PAST), **layout))
+        margin=dict(LAYOUT["margin"], t=margin_t), height=grown_height(HEIGHT, LAYOUT["margin"]["t"], margin_t),
+        **layout))
 
 
 def note_figure(title: str, text: str) -> go.Figure:
