@@ -34,6 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from one_tls_context import share_one_tls_context  # noqa: E402
+
+share_one_tls_context()  # the clients' CPU is the students' machines', not the server's (one_tls_context.py)
 
 REQUEST_TIMEOUT = 300  # seconds for any one student's run, waiting included
 PROMPTS = {  # different prompts a class would type, per pair

@@ -13,6 +13,9 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: app.py, components/
+from one_tls_context import share_one_tls_context  # noqa: E402  (tests/ is on the path: pytest's rootdir)
+
+share_one_tls_context()  # the tests' HTTP clients stop loading the CA bundle per request (one_tls_context.py)
 # The apps the tests serve (and their child processes) stay eager: a background compile would load
 # the machine for minutes. tests/test_compiled.py and tests/test_compile_switch.py compile on purpose.
 os.environ.setdefault("SPECTR_GBV_COMPILE", "off")
@@ -36,13 +39,21 @@ def tier_problems(items) -> list[str]:
 
 
 # `make test` runs the suite in two parts: `pytest -n 2 --dist worksteal -m "not serial and not browser"`
-# (two workers), then `pytest -m "serial or browser"` alone. Serial: modules that assert timings under
-# load, or that load both cores themselves (docs/tests.md); a module, as xdist's groups do not hold under
-# pytest 9, whose node ids xdist 3.8 cannot tag. The browser tests run alone too: two workers of their own
-# ran them no faster on 2 cores (9 min 24 s against about 10 min), and beside the other tests one's Stop once
-# came after its run had ended.
-SERIAL_MODULES = frozenset({"test_queue_flood.py", "test_fair_and_bounded.py", "test_load.py", "test_class_load.py",
-                            "test_compiled.py", "test_space.py", "test_gate.py"})
+# (two workers), then `pytest -m "serial or browser"` alone, on the files named in tests/serial_modules.txt
+# and tests/test_browser*.py only. Serial: modules that assert timings under load, or that load both cores
+# themselves (docs/tests.md); a module, as xdist's groups do not hold under pytest 9, whose node ids xdist 3.8
+# cannot tag. The browser tests run alone too: two workers of their own ran them no faster on 2 cores (9 min
+# 24 s against about 10 min: Chromium keeps a core and more busy), and beside the other tests one's Stop
+# once came after its run had ended.
+SERIAL_MODULES = frozenset(line.strip() for line in (Path(__file__).parent / "serial_modules.txt").read_text().splitlines()
+                           if line.strip() and not line.startswith("#"))
+BROWSER_FILES = "test_browser*.py"  # where browser tests live: the Makefile's alone part collects only these
+
+
+def stray_browser_tests(items) -> list[str]:
+    """The node ids of browser tests in files the alone part of make test does not collect."""
+    return [item.nodeid for item in items if any(mark.name == "browser" for mark in item.iter_markers())
+            and not Path(item.nodeid.split("::")[0]).match(BROWSER_FILES)]
 
 
 def pytest_configure(config):
@@ -54,6 +65,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if getattr(item, "path", None) is not None and item.path.name in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
+    stray = stray_browser_tests(items)
+    if stray:
+        raise pytest.UsageError(f"browser tests outside tests/{BROWSER_FILES}, where make test's alone part would "
+                                f"not collect them: {', '.join(stray[:5])}")
     problems = tier_problems(items)
     if problems:
         shown = "\n  ".join(problems[:20]) + ("\n  ..." if len(problems) > 20 else "")
