@@ -4,14 +4,17 @@ served once (components.serving.line, components.serving.shared_runs)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
 
+import gradio as gr
+
 import pytest
 
 from components.serving.line import Line, Refused, Ticket, Visitor, next_up, place_text, round_robin_order
-from components.serving.shared_runs import SharedRuns
+from components.serving.shared_runs import SharedRuns, latest
 
 pytestmark = pytest.mark.unit
 
@@ -188,6 +191,47 @@ def test_identical_requests_join_the_running_run_then_read_the_finished_one():
     assert got == ["a", "b", "c"]
     later, leads_later = runs.lead_or_follow("k")
     assert not leads_later and list(later.follow()) == ["a", "b", "c"] and later.followers == 2
+
+
+@dataclasses.dataclass
+class _Shown:  # a view's outputs, as the served views yield them (NamedOutputs are dataclasses)
+    text: object
+    chart: object
+    note: object
+
+
+def _page_after(updates) -> dict:
+    """What each output shows after the updates in turn, as Gradio applies them: a skip leaves it, an
+    update sets the properties it names, a plain value sets the value."""
+    page = {name: {} for name in ("text", "chart", "note")}
+    for update in updates:
+        for name in page:
+            value = getattr(update, name)
+            if isinstance(value, dict) and value.get("__type__") == "update":
+                page[name].update({k: v for k, v in value.items() if k != "__type__"})
+            else:
+                page[name]["value"] = value
+    return page
+
+
+def test_updates_handed_over_at_once_reach_a_follower_as_one_that_leaves_the_page_the_same():
+    runs = SharedRuns()
+    shared, _ = runs.lead_or_follow("k")
+    updates = [_Shown("run 1 of 3", gr.skip(), gr.update(visible=True)), _Shown("run 2 of 3", "figure 2", gr.skip()),
+               _Shown(gr.skip(), "figure 3", gr.update(value="done"))]
+    for update in updates:
+        shared.add(update)
+    runs.end("k", shared, failed=False)
+    got = list(runs.lead_or_follow("k")[0].follow())
+    assert got == [_Shown("run 2 of 3", "figure 3", {"__type__": "update", "visible": True, "value": "done"})]
+
+    rng = random.Random(7)  # any sequence: one merged update leaves every output as the sequence does
+    choices = [gr.skip, lambda: "v%d" % rng.randrange(5), lambda: gr.update(visible=rng.random() < 0.5),
+               lambda: gr.update(value="u%d" % rng.randrange(5)), lambda: gr.update(value="w", interactive=False)]
+    for _ in range(300):
+        sequence = [_Shown(*(rng.choice(choices)() for _ in range(3))) for _ in range(rng.randrange(1, 6))]
+        assert _page_after([latest(sequence)]) == _page_after(sequence), sequence
+    assert latest(["a", "b"]) is None  # not outputs it knows: handed over one by one
 
 
 def test_a_session_asking_again_for_its_own_finished_run_runs_it_again():

@@ -12,12 +12,15 @@ have got on its own; only the timings are that one run's. So a request identical
 A run is stored only when it ended on its own (not by its visitor leaving or pressing Stop, nor an
 error): `finished(outputs)` decides, and a joined run that did not end so leaves its followers
 to run on their own. Updates are kept as they were yielded (a streamed view's updates may set
-only some outputs, so a follower must see every one). A run of more than `MAX_UPDATES` updates is
-shared while it runs but not stored.
+only some outputs). A follower handed several at once (a stored run's hundreds, or those that came
+while it was busy) gets them as one update, each output at its last value (`latest`): the page
+ends the same, and a browser does not draw every chart a hundred times over. A run of more than
+`MAX_UPDATES` updates is shared while it runs but not stored.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import OrderedDict
@@ -25,6 +28,38 @@ from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterator
 
 MAX_UPDATES = 600  # updates of one run kept for later identical requests
+UPDATE = "__type__"  # what marks Gradio's gr.update(...) dicts; gr.skip() is one with no other key
+
+
+def _is_update(value) -> bool:
+    return isinstance(value, dict) and value.get(UPDATE) == "update"
+
+
+def _then(before, after):
+    """One output's value after `before`, then `after`: a skip changes nothing, an update's properties
+    add to the earlier ones, a plain value replaces the value and keeps earlier properties."""
+    if _is_update(after):
+        if len(after) == 1:  # gr.skip()
+            return before
+        if _is_update(before):
+            return {**before, **after}
+        return after if "value" in after else {**after, "value": before}
+    if _is_update(before) and len(before) > 1:
+        return {**before, "value": after}
+    return after
+
+
+def latest(updates: list):
+    """One update leaving the page as `updates` in turn would; None when they cannot be merged (a view
+    yielding anything but dataclasses of outputs, such as the NamedOutputs every served view yields)."""
+    first = updates[0]
+    if not dataclasses.is_dataclass(first) or any(type(u) is not type(first) for u in updates):
+        return None
+    values = {f.name: getattr(first, f.name) for f in dataclasses.fields(first)}
+    for update in updates[1:]:
+        for name in values:
+            values[name] = _then(values[name], getattr(update, name))
+    return dataclasses.replace(first, **values)
 
 
 @dataclass(eq=False)
@@ -49,7 +84,8 @@ class Shared:
             self.changed.notify_all()
 
     def follow(self, alive: Callable[[], bool] = lambda: True, poll_s: float = 0.25) -> Iterator:
-        """Every update, in order, as the run yields it; stops early (LookupError) if the run failed."""
+        """The run's updates as it yields them, those handed over at once merged into one (`latest`);
+        stops early (LookupError) if the run failed."""
         seen = 0
         while True:
             with self.changed:
@@ -59,7 +95,11 @@ class Shared:
                     self.changed.wait(poll_s)
                 new, ended, failed = self.updates[seen:], self.ended, self.failed
             seen += len(new)
-            yield from new
+            merged = latest(new) if len(new) > 1 else None
+            if merged is not None:
+                yield merged
+            else:
+                yield from new
             if ended and seen == len(self.updates):
                 if failed:
                     raise LookupError("the shared run did not finish")
