@@ -22,6 +22,9 @@ from components.wiring.screens import NARROW_PX
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 TIMEOUT = 90
+# How often a wait asks the page again. Selenium's default, 0.5 s, made every wait not met at once cost
+# half a second; the browser tests wait hundreds of times. A check is one round trip of a few ms.
+POLL_S = 0.05
 WINDOW = (1440, 900)
 NARROW = (800, 1000)
 PROJECTOR = (1024, 768)  # a classroom projector, shown in presentation mode
@@ -51,13 +54,18 @@ def count(driver, css: str) -> int:
     return len(driver.find_elements(By.CSS_SELECTOR, css))
 
 
+def waiter(driver, timeout: float = TIMEOUT) -> WebDriverWait:
+    """Selenium's wait, asking every POLL_S."""
+    return WebDriverWait(driver, timeout, poll_frequency=POLL_S)
+
+
 def wait_until(driver, condition, message: str):
     """`condition(driver)`'s first truthy value within TIMEOUT, else a timeout naming `message`."""
-    return WebDriverWait(driver, TIMEOUT).until(lambda d: condition(d), message=message)
+    return waiter(driver).until(lambda d: condition(d), message=message)
 
 
 def wait_for(driver, css: str, at_least: int = 1):
-    WebDriverWait(driver, TIMEOUT).until(lambda d: count(d, css) >= at_least, message=f"waiting for {at_least} x {css}")
+    waiter(driver).until(lambda d: count(d, css) >= at_least, message=f"waiting for {at_least} x {css}")
 
 
 def choose(driver, field: str, option: str) -> None:
@@ -74,7 +82,7 @@ def scroll_to(driver, css: str) -> None:
 
 
 def open_tab(driver, name: str) -> None:
-    tab = WebDriverWait(driver, TIMEOUT).until(
+    tab = waiter(driver).until(
         lambda d: next((b for b in d.find_elements(By.CSS_SELECTOR, "button[role='tab']") if b.text.strip() == name), None),
         message=f"tab {name}")
     tab.click()

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import pytest
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
-from browser_kit import TIMEOUT, WINDOW, browser, count, open_tab, screenshots, resize, scroll_to, wait_for  # noqa: F401
+from browser_kit import TIMEOUT, WINDOW, browser, count, open_tab, screenshots, resize, scroll_to, wait_for, waiter  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -43,7 +42,7 @@ def test_generate_explore_and_compare_in_a_real_browser(browser, screenshots):
         wait_for(browser, "#generate-button")
         browser.find_element(By.CSS_SELECTOR, "#generate-button").click()
         wait_for(browser, "#generate-output span.tok", at_least=40)  # the default 40 new tokens, coloured
-        WebDriverWait(browser, TIMEOUT).until(lambda d: "block efficiency" in d.find_element(By.ID, "generate-metrics").text)
+        waiter(browser, TIMEOUT).until(lambda d: "block efficiency" in d.find_element(By.ID, "generate-metrics").text)
         assert count(browser, "#generate-output span.tok-accepted") >= 1
         browser.save_screenshot(str(screenshots / "generate.png"))
 
@@ -53,7 +52,7 @@ def test_generate_explore_and_compare_in_a_real_browser(browser, screenshots):
         assert count(browser, "#draft-grid td.grid-cell[title*='q/p']") >= 4  # hover details on drafted tokens (K x L)
         wait_for(browser, "#distribution-plot .js-plotly-plot")
         browser.find_element(By.CSS_SELECTOR, "#explorer-next").click()
-        WebDriverWait(browser, TIMEOUT).until(lambda d: "Iteration 2:" in d.find_element(By.ID, "draft-grid").text)
+        waiter(browser, TIMEOUT).until(lambda d: "Iteration 2:" in d.find_element(By.ID, "draft-grid").text)
         browser.save_screenshot(str(screenshots / "explorer.png"))
 
         open_tab(browser, "Compare")

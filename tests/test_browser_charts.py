@@ -18,10 +18,9 @@ import dataclasses
 
 import pytest
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
-from browser_kit import NARROW, TIMEOUT, WINDOW, browser, count, open_page, open_tab, screenshots, wait_for  # noqa: F401
+from browser_kit import NARROW, TIMEOUT, WINDOW, browser, count, open_page, open_tab, screenshots, wait_for, waiter  # noqa: F401
 from components.tabs import compare, sidebar, sweep
 from components.wiring import inputs
 from components.wiring.run_events import RUNNING
@@ -84,15 +83,25 @@ def check_chart(driver, css: str, whole_numbers: bool = False) -> dict:
     return g
 
 
-@pytest.fixture
-def timed_pairs(monkeypatch):
+def timed_prepare(pair_key, prompt, progress=None):
     """Compare and Sweep time the teaching pair as if it were a model pair."""
-    def timed_prepare(pair_key, prompt, progress=None):
-        pair, ids = inputs.prepare(pair_key, prompt, progress)
-        return dataclasses.replace(pair, info=dataclasses.replace(pair.info, kind=HUB), words=None), ids
+    pair, ids = inputs.prepare(pair_key, prompt, progress)
+    return dataclasses.replace(pair, info=dataclasses.replace(pair.info, kind=HUB), words=None), ids
 
-    monkeypatch.setattr(compare, "prepare", timed_prepare)
-    monkeypatch.setattr(sweep, "prepare", timed_prepare)
+
+@pytest.fixture(scope="module")
+def charts_app():
+    """One app for the three window sizes: the first size's Compare and Sweep run, the next two read the
+    same runs back (identical requests are served once, components/serving/shared_runs.py), so each size
+    renders the same charts without paying for their runs again. The two-token example: its ceiling (the
+    best any exact rule can do) is drawn at the default K and L. Runs of 12 tokens, not the sidebar's 40:
+    the charts' geometry does not depend on the runs' length, and 40 tokens cost 40 to 80 s of CPU."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compare, "prepare", timed_prepare)
+        patch.setattr(sweep, "prepare", timed_prepare)
+        patch.setattr(sidebar, "DEFAULT_TOKENS", 12)
+        with running_app(default_pair="two-token", default_prompt="A") as url:
+            yield url
 
 
 def set_number(driver, css: str, value) -> None:
@@ -102,48 +111,43 @@ def set_number(driver, css: str, value) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_compare_and_sweep_charts_are_readable(browser, screenshots, timed_pairs, size, monkeypatch):
-    # The two-token example: its ceiling (the best any exact rule can do) is drawn at the default K and L.
-    # Runs of 12 tokens, not the sidebar's 40: the charts' geometry does not depend on the runs' length,
-    # and 40 tokens cost 40 to 80 s of CPU a size.
-    monkeypatch.setattr(sidebar, "DEFAULT_TOKENS", 12)
-    with running_app(default_pair="two-token", default_prompt="A") as url:
-        open_page(browser, url, *size, presentation=False)  # after the page's load event, which moves the layout
-        open_tab(browser, "Compare")
-        browser.find_element(By.CSS_SELECTOR, "#compare-button").click()
-        WebDriverWait(browser, TIMEOUT).until(
-            lambda d: count(d, "#compare-outputs .compare-column") >= 7
-            and "running" not in d.find_element(By.ID, "compare-outputs").text, message="Compare's seven methods")
-        wait_for(browser, "#compare-speedup .js-plotly-plot .bars")
-        for name in COMPARE_CHARTS:
-            css = f"#compare-{name}"
-            browser.execute_script("document.querySelector(arguments[0]).scrollIntoView({block: 'center'})", css)
-            check_chart(browser, css, whole_numbers=name in WHOLE_NUMBER_AXES)
-        if size == WINDOW:  # two charts a row beside the open sidebar, each at least the chart's minimum width
-            first, second = (browser.find_element(By.ID, f"compare-{n}").rect for n in ("efficiency", "histogram"))
-            assert abs(first["y"] - second["y"]) < 2 and first["width"] >= 430
-        else:  # one chart a row, the row's width: two would have squeezed the method names together
-            first, second = (browser.find_element(By.ID, f"compare-{n}").rect for n in ("efficiency", "histogram"))
-            assert second["y"] >= first["y"] + first["height"] - 1
-        efficiency = browser.find_element(By.ID, "compare-efficiency").text
-        assert "best any exact rule, on average (LP)" in efficiency  # the dashed line, named in the legend
-        browser.execute_script("document.querySelector('#compare-speedup').scrollIntoView({block: 'center'})")
-        browser.save_screenshot(str(screenshots / f"charts-compare-{size[0]}.png"))
+def test_compare_and_sweep_charts_are_readable(browser, screenshots, charts_app, size):
+    open_page(browser, charts_app, *size, presentation=False)  # after the page's load event, which moves the layout
+    open_tab(browser, "Compare")
+    browser.find_element(By.CSS_SELECTOR, "#compare-button").click()
+    waiter(browser, TIMEOUT).until(
+        lambda d: count(d, "#compare-outputs .compare-column") >= 7
+        and "running" not in d.find_element(By.ID, "compare-outputs").text, message="Compare's seven methods")
+    wait_for(browser, "#compare-speedup .js-plotly-plot .bars")
+    for name in COMPARE_CHARTS:
+        css = f"#compare-{name}"
+        browser.execute_script("document.querySelector(arguments[0]).scrollIntoView({block: 'center'})", css)
+        check_chart(browser, css, whole_numbers=name in WHOLE_NUMBER_AXES)
+    if size == WINDOW:  # two charts a row beside the open sidebar, each at least the chart's minimum width
+        first, second = (browser.find_element(By.ID, f"compare-{n}").rect for n in ("efficiency", "histogram"))
+        assert abs(first["y"] - second["y"]) < 2 and first["width"] >= 430
+    else:  # one chart a row, the row's width: two would have squeezed the method names together
+        first, second = (browser.find_element(By.ID, f"compare-{n}").rect for n in ("efficiency", "histogram"))
+        assert second["y"] >= first["y"] + first["height"] - 1
+    efficiency = browser.find_element(By.ID, "compare-efficiency").text
+    assert "best any exact rule, on average (LP)" in efficiency  # the dashed line, named in the legend
+    browser.execute_script("document.querySelector('#compare-speedup').scrollIntoView({block: 'center'})")
+    browser.save_screenshot(str(screenshots / f"charts-compare-{size[0]}.png"))
 
-        open_tab(browser, "Sweep")
-        set_number(browser, "#sweep-repeats", 2)  # speedups over repeats: a median and its range per point
-        browser.find_element(By.CSS_SELECTOR, "#sweep-button").click()
-        # 21 timed points: minutes on a loaded 2-core machine, and the wait is for the last frame, not a speed.
-        WebDriverWait(browser, 4 * TIMEOUT).until(
-            lambda d: "seeds" in d.find_element(By.ID, "sweep-header").text
-            and "running" not in d.find_element(By.ID, "sweep-header").text, message="the sweep's last point")
-        wait_for(browser, "#sweep-speed .js-plotly-plot .scatterlayer .trace")
-        for name in ("efficiency", "speed"):
-            check_chart(browser, f"#sweep-{name}")
-        ticks = [t[1] for t in browser.execute_script(GEOMETRY, "#sweep-speed")["ticks"]]
-        assert ticks == ["1", "2", "4"][:len(ticks)] and ticks  # the swept K values, no 1.5 drafts
-        browser.execute_script("document.querySelector('#sweep-speed').scrollIntoView({block: 'center'})")
-        browser.save_screenshot(str(screenshots / f"charts-sweep-{size[0]}.png"))
+    open_tab(browser, "Sweep")
+    set_number(browser, "#sweep-repeats", 2)  # speedups over repeats: a median and its range per point
+    browser.find_element(By.CSS_SELECTOR, "#sweep-button").click()
+    # 21 timed points: minutes on a loaded 2-core machine, and the wait is for the last frame, not a speed.
+    waiter(browser, 4 * TIMEOUT).until(
+        lambda d: "seeds" in d.find_element(By.ID, "sweep-header").text
+        and "running" not in d.find_element(By.ID, "sweep-header").text, message="the sweep's last point")
+    wait_for(browser, "#sweep-speed .js-plotly-plot .scatterlayer .trace")
+    for name in ("efficiency", "speed"):
+        check_chart(browser, f"#sweep-{name}")
+    ticks = [t[1] for t in browser.execute_script(GEOMETRY, "#sweep-speed")["ticks"]]
+    assert ticks == ["1", "2", "4"][:len(ticks)] and ticks  # the swept K values, no 1.5 drafts
+    browser.execute_script("document.querySelector('#sweep-speed').scrollIntoView({block: 'center'})")
+    browser.save_screenshot(str(screenshots / f"charts-sweep-{size[0]}.png"))
 
 
 def generate_button(driver):
@@ -171,8 +175,8 @@ def test_generate_is_busy_while_it_runs_and_a_failed_run_shows_its_message(brows
         wait_for(browser, "#generate-output span.tok", at_least=2)  # a run going
         button = generate_button(browser)
         assert not button.is_enabled() and button.text == RUNNING  # a second click has nowhere to go, visibly
-        WebDriverWait(browser, TIMEOUT).until(lambda d: "block efficiency" in d.find_element(By.ID, "generate-metrics").text)
-        WebDriverWait(browser, TIMEOUT).until(lambda d: generate_button(d).is_enabled(), message="Generate back")
+        waiter(browser, TIMEOUT).until(lambda d: "block efficiency" in d.find_element(By.ID, "generate-metrics").text)
+        waiter(browser, TIMEOUT).until(lambda d: generate_button(d).is_enabled(), message="Generate back")
         assert generate_button(browser).text == "Generate"
 
         # AS-BV+H (the default method): its detail panel opens with what happened, in words, above the symbols.
@@ -196,14 +200,14 @@ def test_generate_is_busy_while_it_runs_and_a_failed_run_shows_its_message(brows
         prompt.clear()
         prompt.send_keys("the zebra")
         generate_button(browser).click()
-        WebDriverWait(browser, TIMEOUT).until(lambda d: count(d, "#generate-output .run-failed") == 1,
+        waiter(browser, TIMEOUT).until(lambda d: count(d, "#generate-output .run-failed") == 1,
                                               message="the message in place of the output")
         message = browser.find_element(By.CSS_SELECTOR, "#generate-output .run-failed")
         assert "unknown word(s) ['zebra']" in message.text and message.is_displayed()
         assert count(browser, "#generate-output span.tok") == 0  # the old tokens are gone
         assert not browser.find_element(By.ID, "generate-metrics").text.strip()  # and their metrics line
         assert not error_badges(browser)
-        WebDriverWait(browser, TIMEOUT).until(lambda d: generate_button(d).is_enabled(), message="Generate back")
+        waiter(browser, TIMEOUT).until(lambda d: generate_button(d).is_enabled(), message="Generate back")
         browser.save_screenshot(str(screenshots / f"generate-failed-{size[0]}.png"))
 
         # Stopped: the button comes back too. On a pair slow enough that the run is still going when Stop
@@ -215,6 +219,6 @@ def test_generate_is_busy_while_it_runs_and_a_failed_run_shows_its_message(brows
         generate_button(browser).click()
         wait_for(browser, "#generate-output span.tok", at_least=2)
         browser.find_element(By.ID, "stop-button").click()
-        WebDriverWait(browser, TIMEOUT).until(lambda d: "you pressed Stop" in d.find_element(By.ID, "generate-metrics").text)
-        WebDriverWait(browser, TIMEOUT).until(lambda d: generate_button(d).is_enabled(), message="Generate back")
+        waiter(browser, TIMEOUT).until(lambda d: "you pressed Stop" in d.find_element(By.ID, "generate-metrics").text)
+        waiter(browser, TIMEOUT).until(lambda d: generate_button(d).is_enabled(), message="Generate back")
         assert generate_button(browser).text == "Generate" and not error_badges(browser)

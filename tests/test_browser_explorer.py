@@ -14,10 +14,9 @@ import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
-from browser_kit import NARROW, TIMEOUT, WINDOW, browser, resize, wait_for  # noqa: F401
+from browser_kit import NARROW, TIMEOUT, WINDOW, browser, resize, wait_for, waiter  # noqa: F401
 from components.render.chart_layout import MIN_WIDTH
 from components.render.palette import METHOD_COLOURS
 
@@ -35,7 +34,7 @@ def caption(driver) -> str:
 
 
 def wait_for_iteration(driver, n: int) -> None:
-    WebDriverWait(driver, TIMEOUT).until(lambda d: caption(d).startswith(f"Iteration {n}:"),
+    waiter(driver, TIMEOUT).until(lambda d: caption(d).startswith(f"Iteration {n}:"),
                                          message=f"the grid showing iteration {n}")
 
 
@@ -78,7 +77,7 @@ def untick(driver, label: str) -> None:
     box = driver.find_element(By.XPATH, f"//label[.//span[normalize-space()='{label}']]//input[@type='checkbox']")
     assert box.is_selected()
     driver.execute_script("arguments[0].click()", box)  # the sidebar may cover it on a narrow screen
-    WebDriverWait(driver, TIMEOUT).until(lambda d: not box.is_selected())
+    waiter(driver, TIMEOUT).until(lambda d: not box.is_selected())
 
 
 def show_tab(driver, name: str, shows: str) -> None:
@@ -88,7 +87,7 @@ def show_tab(driver, name: str, shows: str) -> None:
         const tab = [...document.querySelectorAll('button[role="tab"], .overflow-dropdown button')]
             .find((b) => b.textContent.trim() === arguments[0]);
         tab.click();""", name)
-    WebDriverWait(driver, TIMEOUT).until(
+    waiter(driver, TIMEOUT).until(
         lambda d: d.execute_script("return document.querySelector(arguments[0])?.offsetParent != null;", shows),
         message=f"tab {name} showing {shows}")
 
@@ -167,14 +166,14 @@ def check_play_and_type(driver) -> None:
     wait_for_iteration(driver, start + 1)
     if "Pause" in play.text:
         play.click()
-        WebDriverWait(driver, TIMEOUT).until(lambda d: "Play" in play.text)
+        waiter(driver, TIMEOUT).until(lambda d: "Play" in play.text)
     assert font_px(driver, "#explorer-iteration .info-text") >= 14
     normal = font_px(driver, "#draft-grid .draft-grid")
     toggle = "document.querySelector('#presentation-mode input').click()"
     driver.execute_script(toggle)
-    WebDriverWait(driver, TIMEOUT).until(lambda d: font_px(d, "#draft-grid .draft-grid") > normal)
+    waiter(driver, TIMEOUT).until(lambda d: font_px(d, "#draft-grid .draft-grid") > normal)
     driver.execute_script(toggle)
-    WebDriverWait(driver, TIMEOUT).until(lambda d: font_px(d, "#draft-grid .draft-grid") == normal)
+    waiter(driver, TIMEOUT).until(lambda d: font_px(d, "#draft-grid .draft-grid") == normal)
 
 
 def test_explorer_columns_slider_and_method_colours_at_two_sizes(browser, tmp_path, toy_url):
@@ -186,10 +185,10 @@ def test_explorer_columns_slider_and_method_colours_at_two_sizes(browser, tmp_pa
     type_number(browser, tokens, 12)  # short runs: a fast test
     browser.find_element(By.CSS_SELECTOR, "#generate-button").click()
     wait_for(browser, "#generate-output span.tok[data-iteration]", at_least=12)
-    WebDriverWait(browser, TIMEOUT).until(lambda d: "block efficiency" in d.find_element(By.ID, "generate-metrics").text)
+    waiter(browser, TIMEOUT).until(lambda d: "block efficiency" in d.find_element(By.ID, "generate-metrics").text)
     check_explorer(browser, screenshots, WINDOW)
     resize(browser, 1024, 768)  # a projector's screen beside the open sidebar: the chart keeps its width, under the grid
-    WebDriverWait(browser, TIMEOUT).until(lambda d: stacked_at_full_width(d), message="the chart under the grid at 1024x768")
+    waiter(browser, TIMEOUT).until(lambda d: stacked_at_full_width(d), message="the chart under the grid at 1024x768")
     show_tab(browser, "Compare", "#compare-button")
     first = run_compare(browser)
 

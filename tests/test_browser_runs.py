@@ -8,12 +8,11 @@ from __future__ import annotations
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
 
 from components.tabs import compare
 from components.wiring import inputs
 from app_server import running_app
-from browser_kit import TIMEOUT, WINDOW, browser, count, open_tab, screenshots, resize, scroll_to, wait_for  # noqa: F401
+from browser_kit import TIMEOUT, WINDOW, browser, count, open_tab, screenshots, resize, scroll_to, wait_for, waiter  # noqa: F401
 from helpers import slow_toy_pair
 
 pytestmark = pytest.mark.browser
@@ -30,7 +29,7 @@ def test_a_budget_stop_leaves_partial_results_on_screen(browser, screenshots, li
         browser.get(url)
         open_tab(browser, "Compare")
         browser.find_element(By.CSS_SELECTOR, "#compare-button").click()
-        WebDriverWait(browser, TIMEOUT).until(lambda d: "stopped at" in d.find_element(By.ID, "compare-outputs").text,
+        waiter(browser, TIMEOUT).until(lambda d: "stopped at" in d.find_element(By.ID, "compare-outputs").text,
                                               message="the 'stopped at' header")
         text = browser.find_element(By.ID, "compare-outputs").text
         assert "Toy world" in text and "K = 2" in text and "seed 0" in text and f"more than {least} decoding iterations" in text
@@ -45,7 +44,7 @@ def test_a_budget_stop_leaves_partial_results_on_screen(browser, screenshots, li
         example = next(e for e in browser.find_elements(By.CSS_SELECTOR, ".gallery-item, button.example, tr.tr-body")
                        if "the cat" in e.text)
         example.click()
-        WebDriverWait(browser, TIMEOUT).until(lambda d: "K = 2" in d.find_element(By.ID, "generate-metrics").text,
+        waiter(browser, TIMEOUT).until(lambda d: "K = 2" in d.find_element(By.ID, "generate-metrics").text,
                                               message="the example's run with the sidebar's K")
         open_tab(browser, "Iteration explorer")
         wait_for(browser, "#draft-grid tr.grid-row", at_least=2)  # the sidebar's K = 2 draft rows
@@ -54,7 +53,7 @@ def test_a_budget_stop_leaves_partial_results_on_screen(browser, screenshots, li
         k_box = browser.find_element(By.CSS_SELECTOR, "#num-drafts input[type='number']")
         k_box.clear()
         k_box.send_keys("8", Keys.ENTER)  # K = 8: L may be at most 64 // 8 = 8 before any click
-        WebDriverWait(browser, TIMEOUT).until(
+        waiter(browser, TIMEOUT).until(
             lambda d: d.find_element(By.CSS_SELECTOR, "#draft-length input[type='range']").get_attribute("max") == "8",
             message="L's maximum following K")
         assert "at most 8 at K = 8" in browser.find_element(By.ID, "draft-length").text
@@ -69,7 +68,7 @@ def test_stop_keeps_the_tokens_and_fills_the_explorer(browser, monkeypatch):
         browser.find_element(By.CSS_SELECTOR, "#generate-button").click()
         wait_for(browser, "#generate-output span.tok", at_least=3)  # a few iterations in, of 40 tokens
         browser.find_element(By.CSS_SELECTOR, "#stop-button").click()
-        WebDriverWait(browser, TIMEOUT).until(lambda d: "you pressed Stop" in d.find_element(By.ID, "generate-metrics").text,
+        waiter(browser, TIMEOUT).until(lambda d: "you pressed Stop" in d.find_element(By.ID, "generate-metrics").text,
                                               message="the note that Stop stopped the run")
         line = browser.find_element(By.ID, "generate-metrics").text
         tokens = count(browser, "#generate-output span.tok")

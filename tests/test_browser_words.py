@@ -11,10 +11,9 @@ from urllib.parse import parse_qsl, urlparse
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
 
 from app_server import running_app
-from browser_kit import NARROW, TIMEOUT, WINDOW, browser, open_tab, resize, screenshots, wait_for  # noqa: F401
+from browser_kit import NARROW, WINDOW, browser, open_tab, resize, screenshots, wait_for, wait_until  # noqa: F401
 from components.wiring.share import TABS
 from spectr_gbv.pairs import PAIRS
 
@@ -40,10 +39,6 @@ def prompt_text(driver) -> str:
 
 def selected_tab(driver) -> str:
     return driver.find_element(By.CSS_SELECTOR, "#main-tabs button[role='tab'][aria-selected='true']").text.strip()
-
-
-def wait_until(driver, condition, message: str):
-    return WebDriverWait(driver, TIMEOUT).until(lambda d: condition(d), message=message)
 
 
 def sidebar_box(driver) -> dict:
