@@ -21,6 +21,7 @@ from typing import Callable
 
 from .models.base import LanguageModel
 from .replays import Recent
+from .token_display import spelled_by, token_texts_of
 from .toy import TWO_TOKEN_WORDS, WORDS, decode, encode, toy_pair, two_token_pair, unknown_words, words_of
 
 MAX_LOADED_HUB_PAIRS = int(os.environ.get("SPECTR_GBV_MAX_HUB_PAIRS", "1"))
@@ -54,12 +55,19 @@ class Pair:
     target: LanguageModel
     draft: LanguageModel
     encode: Callable[[str], list[int]]  # prompt text -> prompt ids (chat template for chat models)
-    token_text: Callable[[list[int]], list[str]]  # ids -> one display string per id
+    token_text: Callable[[list[int]], list[str]]  # ids -> one display string per id, each token on its own
     words: list[str] | None = None  # the whole vocabulary, for the teaching pairs
+    # a run of consecutive ids -> one display string per id, a character split over byte-level tokens drawn
+    # whole (spectr_gbv.token_display); None: token_text, as for word pairs
+    spell: Callable[[list[int]], list[str]] | None = None
+
+    def spelled(self, ids: list[int]) -> list[str]:
+        """Display strings of consecutive tokens (an output), one per token."""
+        return (self.spell or self.token_text)(ids)
 
     def text(self, ids: list[int]) -> str:
         """Readable text of token ids (word pairs are joined with spaces)."""
-        return (" " if self.words else "").join(self.token_text(ids))
+        return (" " if self.words else "").join(self.spelled(ids))
 
 
 DEFAULT_KEY, TOY_KEY, TWO_TOKEN_KEY = "default", "toy", "two-token"
@@ -131,8 +139,8 @@ def _in_hub_cache(repo_id: str) -> bool:
 def _chat_pair(info: PairInfo, target, draft, tokenizer) -> Pair:
     from .models.hf import chat_prompt_ids
 
-    return Pair(info, target, draft, lambda text: chat_prompt_ids(tokenizer, text),
-                lambda ids: [tokenizer.decode([i]) for i in ids])
+    return Pair(info, target, draft, lambda text: chat_prompt_ids(tokenizer, text), token_texts_of(tokenizer),
+                spell=spelled_by(tokenizer.decode))
 
 
 # Requests run on several worker threads: one lock makes concurrent first requests for a pair
@@ -266,4 +274,4 @@ def _load_previous_default_pair(key: str) -> Pair:
     else:
         draft = HFModel(load_model(DEFAULT_DRAFT, device=default.target.device, dtype=default.target.model.dtype),
                         default.target.vocab_size)
-    return Pair(PAIRS[key], default.target, draft, default.encode, default.token_text)
+    return Pair(PAIRS[key], default.target, draft, default.encode, default.token_text, spell=default.spell)

@@ -3,6 +3,8 @@ output token (no server; the browser side is tests/test_browser_explorer.py)."""
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
+
 import gradio as gr
 import pytest
 
@@ -12,9 +14,45 @@ pytestmark = pytest.mark.unit
 
 
 @pytest.fixture(scope="module")
-def state():
+def run():
+    """(the Generate output's HTML, the session's RunState) of a finished run."""
     *_, final = generate.generate_stream("toy", "the cat", "gbv", 1, 3, 1.0, 20, 4)
-    return final[3]
+    return final[0], final[3]
+
+
+@pytest.fixture(scope="module")
+def state(run):
+    return run[1]
+
+
+VOID = ("br", "wbr")  # tags without an end tag
+
+
+def page_text(output_html: str) -> str:
+    """What the output's click handler sends (explorer_js.OUTPUT_JS): the text content of every token
+    span (those with data-iteration), joined."""
+    class Reader(HTMLParser):
+        depth, texts = 0, []
+
+        def handle_starttag(self, tag, attrs):
+            if tag in VOID:
+                return
+            if self.depth or ("data-iteration" in dict(attrs)):
+                self.depth += 1
+                if self.depth == 1:
+                    self.texts.append("")
+
+        def handle_endtag(self, tag):
+            if tag not in VOID and self.depth:
+                self.depth -= 1
+
+        def handle_data(self, data):
+            if self.depth:
+                self.texts[-1] += data
+
+    reader = Reader()
+    reader.feed(output_html)
+    return "".join(reader.texts)
 
 
 def test_play_ticks_through_every_iteration_then_stops(state):
@@ -40,9 +78,10 @@ def test_play_without_a_run_does_nothing():
     assert playing is False and timer.active is False
 
 
-def test_a_clicked_output_token_opens_its_iteration(state):
+def test_a_clicked_output_token_opens_its_iteration(run):
+    output, state = run
     n = len(state.record.iterations)
-    text = "".join(state.texts[t] for t in state.record.tokens)
+    text = page_text(output)
     tabs, slider, grid, _figure, details = explorer.open_iteration(state, gr.SelectData(None, {"index": 2, "value": text}))
     assert tabs.selected == "explorer" and slider["value"] == 2 == details["iteration"] and "Iteration 2:" in grid
     assert explorer.open_iteration(state, gr.SelectData(None, {"index": 10_000, "value": text}))[1]["value"] == n  # clamped
@@ -52,7 +91,8 @@ def test_a_clicked_output_token_opens_its_iteration(state):
 
 
 @pytest.mark.parametrize("index", ["x", 1.5, [3], -2])
-def test_a_bad_click_gets_words_not_a_crash(state, index):
-    text = "".join(state.texts[t] for t in state.record.tokens)
+def test_a_bad_click_gets_words_not_a_crash(run, index):
+    output, state = run
+    text = page_text(output)
     with pytest.raises(gr.Error, match="the iteration"):
         explorer.open_iteration(state, gr.SelectData(None, {"index": index, "value": text}))

@@ -45,9 +45,9 @@ def stats_line(lane: LaneView, timed: bool = True) -> str:
     return " · ".join(parts)
 
 
-def lane_html(lane: LaneView, token_text: Callable[[list[int]], list[str]], timed: bool = True) -> str:
+def lane_html(lane: LaneView, spelled: Callable[[list[int]], list[str]], timed: bool = True) -> str:
     colour = method_colour(lane.method)
-    body = provenance_html(lane.record, token_text, legend=False, fresh=lane.fresh)
+    body = provenance_html(lane.record, spelled, legend=False, fresh=lane.fresh)
     body = body.replace(" (click: open it in the explorer)", "")  # the Race has no explorer to open
     done = " race-finished" if lane.finished_turn is not None else ""
     return (f'<div class="race-lane{done}" data-method="{html.escape(lane.method)}" data-tokens="{lane.tokens}" '
@@ -58,11 +58,11 @@ def lane_html(lane: LaneView, token_text: Callable[[list[int]], list[str]], time
             f"{body}</div>")
 
 
-def race_html(lanes: list[LaneView], token_text: Callable[[list[int]], list[str]], note: str = "",
+def race_html(lanes: list[LaneView], spelled: Callable[[list[int]], list[str]], note: str = "",
               timed: bool = True) -> str:
     """Both lanes side by side, the kinds' legend under them, and `note` (plain text) above; `timed`
     False (a teaching pair) writes no tokens/s."""
     top = f'<div class="race-note" style="margin-bottom:6px">{html.escape(note)}</div>' if note else ""
-    columns = "".join(lane_html(lane, token_text, timed) for lane in lanes)
+    columns = "".join(lane_html(lane, spelled, timed) for lane in lanes)
     return (f'{top}<div class="race-row" style="display:flex;gap:10px;flex-wrap:wrap">{columns}</div>'
             + legend_html())

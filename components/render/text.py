@@ -46,19 +46,28 @@ def output_token_html(text: str) -> str:
     return html.escape(text)
 
 
+def output_text(texts: list[str]) -> str:
+    """The output's text as the page reads it back (its tokens' text content, output_token_html)."""
+    return "".join(visible_token(text) if text and not text.strip() else text for text in texts)
+
+
 FRESH_OUTLINE = "outline:2px solid #1a1a1a;outline-offset:1px"  # the tokens of the latest target call (the Race)
 
 
-def provenance_html(run: RunRecord, token_text: Callable[[list[int]], list[str]], legend: bool = True,
+def provenance_html(run: RunRecord, spelled: Callable[[list[int]], list[str]], legend: bool = True,
                     fresh: bool = False) -> str:
-    """The output, each token coloured by its kind; `fresh`: the last iteration's tokens (the burst one
-    target call just emitted) outlined and marked `tok-fresh`."""
+    """The output, each token coloured by its kind; `spelled`: the display strings of consecutive tokens
+    (Pair.spelled: a character split over byte tokens drawn whole); `fresh`: the last iteration's tokens
+    (the burst one target call just emitted) outlined and marked `tok-fresh`."""
     spans = []
     last = run.iterations[-1].index if (fresh and run.iterations) else None
+    texts = spelled([token for it in run.iterations for token in it.emitted])  # the whole output: a character
+    start = 0                                                                   # may span two iterations
     for it in run.iterations:
         new = " tok-fresh" if it.index == last else ""
         outline = f";{FRESH_OUTLINE}" if new else ""
-        for token, kind in zip(token_text(it.emitted), it.token_kinds):
+        own, start = texts[start:start + len(it.emitted)], start + len(it.emitted)
+        for token, kind in zip(own, it.token_kinds):
             # data-iteration: a click opens this iteration in the explorer (app.py's output listener).
             spans.append(
                 f'<span class="tok tok-{kind}{new}" data-iteration="{it.index + 1}" '

@@ -208,7 +208,7 @@ class CompareView:
         if self.partial is None:
             return ""
         label, record = self.partial
-        tokens = provenance_html(record, self.pair.token_text, legend=False)
+        tokens = provenance_html(record, self.pair.spelled, legend=False)
         return (f'<div class="compare-partial"><h4>{html.escape(label)}: the run in progress, stopped after '
                 f'{counted(len(record.tokens), "token")}</h4>{tokens}</div>')
 
@@ -243,7 +243,7 @@ class CompareView:
             "table": self.table(charted, repeats, speedups),  # the rows the downloads offer (spectr_gbv.bench.view)
             "command": self.command(),
         }
-        texts = {m: provenance_html(first[m], pair.token_text, legend=False) for m in done}
+        texts = {m: provenance_html(first[m], pair.spelled, legend=False) for m in done}
         return Compared(
             self.header(done, final) + self.partial_html()
             + side_by_side_html(texts, {m: metrics_line(first[m], self.timed) for m in done}),

@@ -121,8 +121,8 @@ def _clicked(event: gr.EventData) -> tuple[object, object]:
 def open_iteration(state, event: gr.EventData) -> Opened:
     """A click on a token of the Generate output: its iteration, in the explorer tab."""
     index, value = _clicked(event)
-    record, texts = (state.record, state.texts) if state else (None, {})
-    if record is None or (isinstance(value, str) and value != "".join(texts[t] for t in record.tokens)):
+    record = state.record if state else None
+    if record is None or state.output is None or (isinstance(value, str) and value != state.output):
         # a run is stored when it ends: this output is still streaming, or an example's
         raise user_error("this output is not a finished Generate run yet: the explorer opens the iterations of the "
                          "last Generate run once it has finished (examples are not stored)")

@@ -194,7 +194,7 @@ def _samples_data(pair, method: str, samples: list, tokens: int, stop) -> dict:
 
 
 def _outcome_text(pair, outcome) -> str:
-    return " ".join(visible_token(t) for t in pair.token_text(list(outcome)))
+    return " ".join(visible_token(t) for t in pair.spelled(list(outcome)))
 
 
 def check_fidelity_fits(pair_key, method, base, runs: int, tokens: int) -> None:

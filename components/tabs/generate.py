@@ -30,7 +30,7 @@ from ..wiring.run_events import back_to_idle, run_events
 from ..wiring.run_state import RunState
 from ..wiring.runs import STOPS, Stop, header_line, ignored_settings, method_name
 from ..wiring.settings import check_method, check_pair_key, number, settings
-from ..render.text import UNTIMED_NOTE, metrics_line, provenance_html
+from ..render.text import UNTIMED_NOTE, metrics_line, output_text, provenance_html
 from ..render.words import how_to_read
 
 
@@ -101,7 +101,7 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
                 progress(produced / config.max_new_tokens, desc=f"{produced} / {config.max_new_tokens} tokens")
                 partial = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
                 state = RunState(pair.info.key, partial, texts, heading, config.max_new_tokens)
-                yield Generated(output=provenance_html(partial, pair.token_text),
+                yield Generated(output=provenance_html(partial, pair.spelled),
                                 metrics_line=header_line(**heading) + metrics_line(partial, timed), state=state)
                 shown = time.monotonic()
             if STOPS.take(session):
@@ -114,11 +114,12 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
             _add_display_strings(texts, it, pair.token_text)
         stop = budget_stop("generate", produced, config.max_new_tokens, "tokens", error)
     record = run_record(config, prompt_ids, iterations, pair.target.eos_token_id)
-    state = RunState(pair.info.key, record, texts, heading, config.max_new_tokens)
+    state = RunState(pair.info.key, record, texts, heading, config.max_new_tokens,
+                     output_text(pair.spelled([token for it in record.iterations for token in it.emitted])))
     summary = record.summary() | ({} if timed else {"wall_time_s": UNTIMED_NOTE, "tokens_per_second": UNTIMED_NOTE})
     summary |= {"pair": state.pair, "text": pair.text(record.tokens),
                                   "stopped": stop.text() if stop else None, "server": server_note(pair.target)}
-    yield Generated(provenance_html(record, pair.token_text), header_line(**heading, stop=stop) + metrics_line(record, timed),
+    yield Generated(provenance_html(record, pair.spelled), header_line(**heading, stop=stop) + metrics_line(record, timed),
                     summary, state, *explorer.start(state))
 
 

@@ -203,7 +203,7 @@ def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature,
             budget.tick()
             done = sum(lane.tokens for lane in race.lanes.values())
             progress(done / total, desc=f"{done} / {total} tokens")
-            yield Raced(race_html(race.views(), pair.token_text, timed=timed),
+            yield Raced(race_html(race.views(), pair.spelled, timed=timed),
                         header_line(**heading) + _standing(race, method))
             if STOPS.take(session):
                 stop = Stop(done, total, "tokens (both sides)", "you pressed Stop")
@@ -216,7 +216,7 @@ def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature,
     if not timed:
         for side in race.lanes:
             summary[side] |= {"seconds": UNTIMED_NOTE, "tokens_per_second": UNTIMED_NOTE}
-    yield Raced(race_html(race.views(), pair.token_text, timed=timed), header_line(**heading, stop=stop) + _standing(race, method),
+    yield Raced(race_html(race.views(), pair.spelled, timed=timed), header_line(**heading, stop=stop) + _standing(race, method),
                 summary)
 
 

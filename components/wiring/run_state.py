@@ -19,6 +19,7 @@ class RunState:
     texts: dict[int, str]
     heading: dict  # components.wiring.runs.header_line's keywords for this run
     total: int  # the tokens asked for
+    output: str | None = None  # the finished output's text as the page reads it back (None while it streams)
 
     def token_text(self, ids) -> list[str]:
         return [self.texts[i] for i in ids]
