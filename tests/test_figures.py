@@ -297,6 +297,18 @@ def test_the_drawn_marker_stands_on_its_bar_by_position_even_for_a_numeral_token
     assert drawn.y == pytest.approx(0.3)
 
 
+def test_a_token_drawn_from_q_itself_plots_q_once_on_an_axis_whose_ticks_stop_at_one(records):
+    it = next(i for r in records.values() for i in r.iterations if i.final_kind == "bonus")  # q at L+1
+    fig = figures.distribution_figure(it.final_top, decode([t.token for t in it.final_top]), it.final_kind, it.final_token)
+    names = [t.name for t in fig.data]
+    assert names[0] == "target q = q at L+1 (drawn from)" and "q at L+1 (drawn from)" not in names  # no twin series
+    from spectr_gbv.records import TopToken
+
+    sure = figures.distribution_figure([TopToken(7, 0.95, 0.95, 0.9), TopToken(8, 0.05, 0.05, 0.1)], ["a", "b"],
+                                       "bonus", 7)
+    assert sure.layout.yaxis.range[1] > 0.95 and max(sure.layout.yaxis.tickvals) == 1  # room for the arrow, no 1.2
+
+
 def test_the_distribution_chart_has_short_upright_labels_and_the_whole_token_in_the_hover():
     from spectr_gbv.records import TopToken
 

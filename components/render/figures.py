@@ -120,9 +120,14 @@ def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_k
     if any(t.draft_prob is not None for t in top_tokens):
         bars.append(dict(name="draft p", y=[t.draft_prob or 0.0 for t in top_tokens],
                          marker_color=DISTRIBUTION_COLOURS["draft p"]))
-    # The bar the token was drawn from in its kind's colour: the residual is the correction colour.
-    bars.append(dict(name=source, y=[t.final_prob for t in top_tokens], marker_color=KINDS[final_kind].strong))
+    # The bar the token was drawn from in its kind's colour: the residual is the correction colour. Drawn from
+    # q itself (a bonus token: q at L+1; a plain target step), the q bars are those bars, named so, not drawn twice.
+    if all(abs(t.final_prob - t.target_prob) <= 1e-9 for t in top_tokens):
+        bars[0] |= dict(name=f"target q = {source}", marker_color=KINDS[final_kind].strong)
+    else:
+        bars.append(dict(name=source, y=[t.final_prob for t in top_tokens], marker_color=KINDS[final_kind].strong))
     tallest = max([max(t.final_prob, t.target_prob, t.draft_prob or 0.0) for t in top_tokens], default=0.0)
+    top = max(tallest, 0.05) * 1.3  # room for the arrow and its word inside the plot
     # The arrow's tip on the tallest of its token's bars, the word above them all.
     arrows = [dict(x=x, y=max(t.final_prob, t.target_prob, t.draft_prob or 0.0), text="drawn", showarrow=True,
                    arrowhead=2) for x, t in zip(xs, top_tokens) if t.token == drawn]
@@ -130,7 +135,7 @@ def distribution_figure(top_tokens: Sequence, token_text: Sequence[str], final_k
                   data=[dict(bar, type="bar", x=xs, **hover) for bar in bars], barmode="group", annotations=arrows,
                   xaxis=dict(type="linear", tickmode="array", tickvals=xs, ticktext=[short_label(n, most) for n in names],
                              tickangle=0, tickfont=dict(size=12), range=[-0.5, len(xs) - 0.5]),
-                  yaxis=dict(range=[0, max(tallest, 0.05) * 1.3]))  # room for the arrow and its word inside the plot
+                  yaxis=dict(range=[0, top], **(dict(tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1]) if top > 1 else {})))
     return fig
 
 

@@ -110,7 +110,7 @@ def server_costs() -> tuple[float, float, float, str]:
     g = round(costs.position_cost, 3)
     note = (f"**This server's measured costs** ({costs.note}): g = {g:g} one-token steps for each extra "
             f"scored position, fitted through the kernel probe's forwards; alpha = {alpha:g}, the default draft's "
-            f"held-out acceptance, and c = {c:g}, its step against a target step (assets/results/default_draft.md).")
+            f"held-out acceptance, and c = {c:g}, its step against a target step, both measured on held-out prompts.")
     return alpha, c, g, note
 
 

@@ -39,9 +39,10 @@ def idle(label: str) -> Callable[[], gr.Button]:
 
 def failure_html(message: str) -> str:
     """The message where the output was: neutral grey (red means lossy in this app), announced to screen readers.
-    `message` is the toast's text, already escaped (errors.user_error)."""
+    `message` is the toast's text, already escaped (errors.user_error). "No result", not "this run stopped":
+    many failed runs never started (bad input, a refusal before the first model call)."""
     return (f'<div class="run-failed" role="alert" style="border-left: 4px solid #4b5563; background: #f3f4f6; '
-            f'padding: 8px 12px; color: #111827"><b>This run stopped:</b> {message}</div>')
+            f'padding: 8px 12px; color: #111827"><b>No result:</b> {message}</div>')
 
 
 def failure_outputs(handler: str, outputs: Mapping[str, gr.components.Component], message: str,
