@@ -41,14 +41,19 @@ def visible_token(text: str) -> str:
 def output_token_html(text: str) -> str:
     """A token in the running output: as written, but a token of whitespace alone shows its glyphs
     (and a newline still breaks the line after its ⏎)."""
-    if text and not text.strip():
+    if _whitespace_only(text):
         return (f'<span class="ws-glyph">{visible_token(text)}</span>' + ("<br>" if "\n" in text else ""))
     return html.escape(text)
 
 
+def _whitespace_only(text: str) -> bool:
+    """A token the output draws as glyphs (output_token_html), and the page reads back as them."""
+    return bool(text) and not text.strip()
+
+
 def output_text(texts: list[str]) -> str:
     """The output's text as the page reads it back (its tokens' text content, output_token_html)."""
-    return "".join(visible_token(text) if text and not text.strip() else text for text in texts)
+    return "".join(visible_token(text) if _whitespace_only(text) else text for text in texts)
 
 
 FRESH_OUTLINE = "outline:2px solid #1a1a1a;outline-offset:1px"  # the tokens of the latest target call (the Race)
