@@ -109,15 +109,16 @@ def scenario(url: str, name: str, pair: str, students: int, addresses: list[str]
     with ThreadPoolExecutor(max_workers=8) as pool:  # sessions made before the clock starts
         clients = list(pool.map(lambda address: Client(url, verbose=False, headers={"X-Forwarded-For": address}),
                                 addresses))
-    cpu_before, started = server_cpu(), time.perf_counter()
+    cpu_before, clients_before, started = server_cpu(), time.process_time(), time.perf_counter()
     results = press_generate(clients, requests)
     wall, cpu = time.perf_counter() - started, server_cpu() - cpu_before
+    clients_cpu = time.process_time() - clients_before  # the students' machines', here on the same cores
     served = [seconds for outcome, seconds, _ in results if outcome == "served"]
     row = {"scenario": name, "pair": pair, "students": students, "addresses": len(set(addresses)),
            "served": len(served), "refused": sum(o == "refused" for o, _, _ in results),
            "failed": sum(o == "failed" for o, _, _ in results),
            "p50_s": percentile(served, 0.5), "p95_s": percentile(served, 0.95), "wall_s": wall,
-           "server_cpu_s": cpu,
+           "server_cpu_s": cpu, "clients_cpu_s": clients_cpu,
            "messages": sorted({message for outcome, _, message in results if outcome != "served"})[:5]}
     for client in clients:
         try:
@@ -188,7 +189,7 @@ def main() -> None:
             rows.append(row)
             print(f"{row['scenario']:>24} | {row['pair']:>8} | {row['students']:>3} sessions | served {row['served']:>3} "
                   f"| refused {row['refused']:>3} | failed {row['failed']:>3} | p50 {_s(row['p50_s'])} "
-                  f"| p95 {_s(row['p95_s'])} | server {row['rss_mib']:.0f} MiB, {row['server_cpu_s']:.1f} s CPU", flush=True)
+                  f"| p95 {_s(row['p95_s'])} | server {row['rss_mib']:.0f} MiB, {row['server_cpu_s']:.1f} s CPU (clients {row['clients_cpu_s']:.1f} s)", flush=True)
         memory["peak_mib"] = max(row["rss_mib"] for row in rows)
         time.sleep(args.settle)
         memory["after_60s_mib"] = resident_mib(pid)

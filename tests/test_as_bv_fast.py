@@ -13,6 +13,8 @@ the two are compared on seeded inputs:
   against the check with its host read: the same decisions;
 * the vertex search's pair solutions (Cramer's rule, four matrix products) against
   `numpy.linalg.solve` pair by pair;
+* the lambda LP handed to HiGHS directly against `scipy.optimize.linprog(method="highs-ds")`,
+  to the bit, on LPs with ties, zero marginals and zero caps;
 * outcomes: AS-BV with K = 5 drafts (Horner's rule on) against the same rule with the
   term-by-term sum, under the same seeds: the same tokens, kinds, winners and coins, the
   final distributions to 1e-12.
@@ -187,3 +189,50 @@ def test_horners_rule_leaves_every_outcome_of_the_rule_unchanged(monkeypatch):
                    [(t.draft, t.length, t.accepted, t.uniform) for t in b.tests]
             assert [t.accept_prob for t in a.tests] == pytest.approx([t.accept_prob for t in b.tests], abs=1e-12)
             assert torch.allclose(a.final_distribution, b.final_distribution, rtol=0, atol=1e-12)
+
+
+def _linprog_mixture(s: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """The lambda LP as scipy's documented interface solves it."""
+    from scipy.optimize import linprog
+
+    m = b.shape[0]
+    solution = linprog(np.concatenate([np.zeros(3), -np.ones(m)]), A_ub=np.hstack([-s.T, np.eye(m)]),
+                       b_ub=np.zeros(m), A_eq=np.concatenate([np.ones(3), np.zeros(m)])[None], b_eq=[1.0],
+                       bounds=[(0.0, None)] * 3 + [(None, float(x)) for x in b], method="highs-ds")
+    return solution.x if solution.status == 0 else None
+
+
+def _node_lps(seed: int, count: int):
+    """LPs shaped like AS-BV's node LPs, with the degenerate cases that break ties in HiGHS:
+    equal components, zero marginals, zero caps, rounded values and a cap equal to a component."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        m = int(rng.integers(1, as_bv_lp.MAX_LP_TOKENS + 1))
+        s = rng.dirichlet(np.full(m, rng.choice([0.1, 1.0])), size=3)
+        if rng.random() < 0.3:
+            s[rng.integers(3)] = s[rng.integers(3)]
+        if rng.random() < 0.3:
+            s[:, rng.random(m) < 0.3] = 0.0
+        if rng.random() < 0.3:
+            s = np.round(s, 2)
+        b = rng.uniform(0.2, 1.0) * rng.dirichlet(np.ones(m))
+        if rng.random() < 0.3:
+            b[rng.random(m) < 0.3] = 0.0
+        if rng.random() < 0.2:
+            b = s[0].copy()
+        yield s, b
+
+
+def test_the_lambda_lp_handed_to_highs_is_linprogs_to_the_bit():
+    assert as_bv_lp._highs is not None, "this scipy's HiGHS binding moved: every LP goes through linprog"
+    for s, b in _node_lps(seed=11, count=400):
+        ours, theirs = as_bv_lp.mixture_lp(s, b), _linprog_mixture(s, b)
+        assert (ours is None) == (theirs is None)
+        if ours is not None:
+            assert np.array_equal(ours, theirs), (s, b)
+
+
+def test_without_scipys_binding_linprog_solves_the_lambda_lp(monkeypatch):
+    monkeypatch.setattr(as_bv_lp, "_highs", None)
+    for s, b in _node_lps(seed=12, count=40):
+        assert np.array_equal(as_bv_lp.mixture_lp(s, b), _linprog_mixture(s, b))

@@ -218,9 +218,12 @@ def node_law(
     "first"'s check where the LP mixes components (`_prefer_first`); none elsewhere.
     """
     form = node_law_on_device if on_device(target, alive_law) else node_law_on_host
-    return remembered(  # an exact enumeration's replays ask for the same node again and again
-        lambda: (form.__name__, _value_key(target), _value_key(draft), _value_key(alive_law), _value_key(omega),
-                 None if candidates is None else tuple(candidates)),
+    # An exact enumeration's replays ask for the same node again and again, and so do the theory
+    # line (no candidates) and the verification (its drafts' tokens) of one iteration. The
+    # candidates are not in the key: they only choose which scalars come back with the law, and a
+    # law asked for others reads theirs where used (`NodeLaw.candidate` is None, the same floats).
+    return remembered(
+        lambda: (form.__name__, _value_key(target), _value_key(draft), _value_key(alive_law), _value_key(omega)),
         lambda: form(target, draft, alive_law, omega, candidates))
 
 

@@ -65,6 +65,10 @@ class NodeLaw:
     # copy of the law can never select with another lambda than its D_u's). None: a host law.
     weights_on_device: dict[int, torch.Tensor] | None = None
     host_values: HostValues | None = None
+    # pi' per (y, p(y | u)) once worked out (`child_alive_law_on_host`): the theory line asks for
+    # every child, the verification for the selected one, and a teaching pair's remembered laws
+    # (`replays`) are asked again by every run that meets the node.
+    children: dict[tuple[int, float], dict[int, float]] = field(default_factory=dict, compare=False, repr=False)
 
     def mixture(self, n: int) -> tuple[float, float, float]:
         """lambda[n] on the host ("first" where n has no LP here); on a device law, the first call
@@ -185,8 +189,15 @@ def _mix(weights: tuple[float, float, float], marginals: torch.Tensor) -> torch.
 def child_alive_law_on_host(law: NodeLaw, y: int, draft_y: float | None = None) -> dict[int, float]:
     """`as_bv.child_alive_law` of a host law: pi' as {c: P(c alive)}, the scalars of a busy node
     from `law.at_candidates` where it holds y, whatever is not given read here."""
-    known = law.at_candidates.get(y)
     draft_y = float(law.draft[y]) if draft_y is None else draft_y
+    child = law.children.get((y, draft_y))
+    if child is None:
+        child = law.children[y, draft_y] = _child_alive_law(law, y, draft_y)
+    return child
+
+
+def _child_alive_law(law: NodeLaw, y: int, draft_y: float) -> dict[int, float]:
+    known = law.at_candidates.get(y)
     if law.below_draft is None:
         below_y = 0.0
     else:

@@ -14,6 +14,7 @@ deterministic lambda keeps AS-BV exact (lambda depends only on the selected path
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -134,23 +135,102 @@ def _clean_on_device(weights: torch.Tensor) -> torch.Tensor:
 def _solve_mixture(marginals: bytes, cap: bytes) -> tuple[float, float, float]:
     # Cached on the bytes: exact enumeration and context-free models meet the same node LP
     # again and again, and the answer is a pure function of the input.
-    from scipy.optimize import linprog
-
     s = np.frombuffer(marginals, dtype=np.float64).reshape(3, -1)
     b = np.frombuffer(cap, dtype=np.float64)
-    m = b.shape[0]
-    solution = linprog(
-        np.concatenate([np.zeros(3), -np.ones(m)]),
-        A_ub=np.hstack([-s.T, np.eye(m)]),
-        b_ub=np.zeros(m),
-        A_eq=np.concatenate([np.ones(3), np.zeros(m)])[None],
-        b_eq=[1.0],
-        bounds=[(0.0, None)] * 3 + [(None, float(x)) for x in b],
-        method="highs-ds",
-    )
-    if solution.status != 0:  # never seen; a fixed answer keeps the rule deterministic
+    x = mixture_lp(s, b)
+    if x is None:  # never seen; a fixed answer keeps the rule deterministic
         return (0.0, 1.0, 0.0)
-    return _clean(solution.x[:3])
+    return _clean(x[:3])
+
+
+def mixture_lp(s: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """The LP behind lambda, solved by HiGHS's dual simplex: variables (lambda [3], t [m]),
+    maximise sum t subject to t(x) <= lambda . s(x), t(x) <= b(x), lambda >= 0, sum lambda = 1.
+    Returns the solution (None if HiGHS finds no optimum).
+
+    Exactly what `linprog(..., method="highs-ds")` solves and returns (tests/test_as_bv_lp.py
+    checks the two bit for bit), handed to the HiGHS bundled with scipy directly: linprog
+    spends two thirds of a small LP's 3 ms checking its inputs and options, and a class's
+    Toy-world runs solve hundreds of these LPs. Where that binding is missing (another scipy),
+    linprog itself solves it."""
+    m = b.shape[0]
+    if _highs is None:
+        from scipy.optimize import linprog
+
+        solution = linprog(
+            np.concatenate([np.zeros(3), -np.ones(m)]),
+            A_ub=np.hstack([-s.T, np.eye(m)]),
+            b_ub=np.zeros(m),
+            A_eq=np.concatenate([np.ones(3), np.zeros(m)])[None],
+            b_eq=[1.0],
+            bounds=[(0.0, None)] * 3 + [(None, float(x)) for x in b],
+            method="highs-ds",
+        )
+        return solution.x if solution.status == 0 else None
+    core, infinity = _highs
+    # The constraint matrix by columns, as linprog hands it on (explicit zeros dropped): rows
+    # 0..m-1 are t(x) - lambda . s(x) <= 0, row m is sum lambda = 1.
+    starts, rows, values = [0], [], []
+    for r in range(3):
+        kept = np.flatnonzero(s[r])
+        rows += [kept, [m]]
+        values += [-s[r, kept], [1.0]]
+        starts.append(starts[-1] + kept.size + 1)
+    rows.append(np.arange(m))
+    values.append(np.ones(m))
+    starts += range(starts[-1] + 1, starts[-1] + m + 1)
+    lp = core.HighsLp()
+    lp.num_col_ = lp.a_matrix_.num_col_ = 3 + m
+    lp.num_row_ = lp.a_matrix_.num_row_ = m + 1
+    lp.a_matrix_.format_ = core.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.asarray(starts, dtype=np.int32)
+    lp.a_matrix_.index_ = np.concatenate(rows).astype(np.int32)
+    lp.a_matrix_.value_ = np.concatenate(values)
+    lp.col_cost_ = np.concatenate([np.zeros(3), -np.ones(m)])
+    lp.col_lower_ = np.concatenate([np.zeros(3), np.full(m, -infinity)])
+    lp.col_upper_ = np.concatenate([np.full(3, infinity), b])
+    lp.row_lower_ = np.concatenate([np.full(m, -infinity), [1.0]])
+    lp.row_upper_ = np.concatenate([np.zeros(m), [1.0]])
+    highs = _solver()
+    highs.passModel(lp)
+    highs.run()
+    if highs.getModelStatus() != core.HighsModelStatus.kOptimal:
+        return None
+    return np.array(highs.getSolution().col_value)
+
+
+def _load_highs():
+    """scipy's own HiGHS binding and its infinity, or None where this scipy has none."""
+    try:
+        import scipy.optimize._highspy._core as core
+    except ImportError:
+        return None
+    return core, core.kHighsInf
+
+
+_highs = _load_highs()
+_solvers = threading.local()  # one HiGHS instance per thread: an instance is not safe to share
+
+
+def _solver():
+    """This thread's HiGHS instance, emptied (`clearModel` drops the model, the basis and the
+    solution: nothing carries from one node's LP to the next), with linprog's options for
+    method="highs-ds" and every other option at HiGHS's default, as there. Making an instance
+    and its options costs 150 us, a fifth of a small LP."""
+    highs = getattr(_solvers, "highs", None)
+    if highs is None:
+        core = _highs[0]
+        options = core.HighsOptions()
+        options.presolve = "on"
+        options.solver = "simplex"
+        options.simplex_strategy = int(core.simplex_constants.SimplexStrategy.kSimplexStrategyDual)
+        options.highs_debug_level = 0
+        options.output_flag = False
+        options.log_to_console = False
+        highs = _solvers.highs = core._Highs()
+        highs.passOptions(options)
+    highs.clearModel()
+    return highs
 
 
 def _clean(weights) -> tuple[float, float, float]:
