@@ -52,7 +52,7 @@ def page_defaults(pair: str, prompt: str) -> dict:
     demo = app.build_demo(default_pair=pair, default_prompt=prompt)
     by_id = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
     by_label = {getattr(b, "label", None): b for b in demo.blocks.values()}
-    return dict(method=by_label["Method (Generate, Fidelity)"].value, K=by_id["num-drafts"].value,
+    return dict(method=by_label["Method (Generate, Fidelity, Race)"].value, K=by_id["num-drafts"].value,
                 L=by_id["draft-length"].value, T=by_label["T (temperature)"].value,
                 tokens=by_label["Max new tokens"].value, seed=by_label["Seed"].value,
                 methods=by_label["Methods (Compare, Sweep)"].value, repeats=by_id["compare-repeats"].value,

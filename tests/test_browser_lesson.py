@@ -24,7 +24,7 @@ pytestmark = pytest.mark.browser
 
 SIZES = [(*WINDOW, False), (1024, 768, True), (*NARROW, False)]
 # Where each control a step sets shows its value on the page (a slider: its number box).
-FIELDS = {"pair": "input[aria-label='Model pair']", "method": "input[aria-label='Method (Generate, Fidelity)']",
+FIELDS = {"pair": "input[aria-label='Model pair']", "method": "input[aria-label='Method (Generate, Fidelity, Race)']",
           "K": "#num-drafts input[type='number']", "L": "#draft-length input[type='number']",
           "T": "input[aria-label='number input for T (temperature)']",
           "tokens": "input[aria-label='number input for Max new tokens']", "seed": "input[aria-label='Seed']",

@@ -49,7 +49,7 @@ def test_choosing_the_two_token_example_gives_it_its_prompt_and_fidelity_n(brows
     assert prompt(browser) == EXAMPLES[0][1] and runs(browser) == str(fidelity.default_runs(DEFAULT_KEY))
     choose(browser, PAIR_FIELD, PAIRS[TWO_TOKEN_KEY].label)
     wait_until(browser, lambda d: prompt(d) == "A", "the two-token example's own prompt")
-    choose(browser, "input[aria-label='Method (Generate, Fidelity)']", METHODS[RELEASED].label)
+    choose(browser, "input[aria-label='Method (Generate, Fidelity, Race)']", METHODS[RELEASED].label)
     own = fidelity.default_runs(TWO_TOKEN_KEY, RELEASED, DEFAULT_K, DEFAULT_L, 3)
     wait_until(browser, lambda d: runs(d) == str(own), f"N = {own}, the pair's own default")
     # Fidelity from its own settings: the released rule is outside the band

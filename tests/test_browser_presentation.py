@@ -181,7 +181,7 @@ def test_start_a_class_sets_the_lesson_up_at_every_size(browser, url, width, hei
     value = lambda css: element(browser, css).get_attribute("value")  # noqa: E731
     wait_until(browser, lambda d: value("#num-drafts input[type='number']") == "1", "K = 1")
     assert value("#draft-length input[type='number']") == "3"
-    assert value("input[aria-label='Method (Generate, Fidelity)']") == "SD"
+    assert value("input[aria-label='Method (Generate, Fidelity, Race)']") == "SD"
     assert pair_name(browser) == PAIRS[TOY_KEY].label
     assert rect(browser, element(browser, "#lesson-step-1"))["top"] < tall
     assert no_sideways_scroll(browser)

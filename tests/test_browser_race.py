@@ -1,8 +1,9 @@
 """The Race and a class in a real browser (headless Debian Chromium), the app on the Toy world.
 
-Race: both lanes stream to their finish, the method's in fewer target calls at T = 0 (Stop is
-Generate's mechanism, tested on the handler in test_race.py: a Toy race ends before a click could
-reach it). Start a class: the Toy world, SD, K = 1, L = 3,
+Race: the race's method follows the sidebar's; both lanes reach their finish, the method's in fewer
+target calls at T = 0, replayed by target calls (tokens hidden at first, all shown once plain
+decoding's last call is due). (Stop is Generate's mechanism,
+tested on the handler in test_race.py: a Toy race ends before a click could reach it.) Start a class: the Toy world, SD, K = 1, L = 3,
 presentation mode on and the Lesson open. A link with present=1, step=3 and tab=lesson opens the
 Lesson at step 3 in presentation mode, and the link the page writes there carries all three.
 """
@@ -13,7 +14,7 @@ import pytest
 from selenium.webdriver.common.by import By
 
 from app_server import running_app
-from browser_kit import browser, open_tab, wait_for, wait_until  # noqa: F401
+from browser_kit import browser, choose, open_sidebar, open_tab, wait_for, wait_until  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -39,11 +40,18 @@ def set_number(driver, css: str, value) -> None:
     field.send_keys("\t")
 
 
-def test_the_race_streams_both_lanes_to_the_finish(browser, url):
+def opacity(driver, element) -> float:
+    return float(driver.execute_script("return getComputedStyle(arguments[0]).opacity", element))
+
+
+def test_the_race_follows_the_sidebar_and_replays_both_lanes_to_the_finish(browser, url):
     browser.get(url)
     wait_for(browser, "#generate-button")
     set_number(browser, "input[aria-label='number input for T (temperature)']", 0)
+    open_sidebar(browser)
+    choose(browser, "input[aria-label='Method (Generate, Fidelity, Race)']", "SpecTr")
     open_tab(browser, "Race")
+    assert browser.find_element(By.CSS_SELECTOR, "#race-method input").get_attribute("value") == "SpecTr"
     assert "take turns, one model call each, on one thread" in browser.find_element(By.ID, "race-fairness").text
     browser.find_element(By.ID, "race-button").click()
     wait_for(browser, "#race-board .race-lane.race-finished", 2)
@@ -51,6 +59,11 @@ def test_the_race_streams_both_lanes_to_the_finish(browser, url):
     calls = [int(lane.get_attribute("data-target-calls")) for lane in lanes]
     tokens = [int(lane.get_attribute("data-tokens")) for lane in lanes]
     assert tokens[0] == tokens[1] == calls[0] > calls[1]  # plain: a call per token; the method: fewer
+    assert lanes[1].get_attribute("data-method") == "spectr"
+    assert "Replayed at one target call every" in browser.find_element(By.ID, "race-board").text
+    plain_last = lanes[0].find_elements(By.CSS_SELECTOR, ".tok")[-1]
+    assert opacity(browser, plain_last) < 1  # plain decoding's last call is seconds away in the replay
+    wait_until(browser, lambda d: opacity(d, plain_last) == 1, "the replay reached plain decoding's last token")
     assert "first across the line" in browser.find_element(By.ID, "race-line").text
 
 
@@ -63,7 +76,7 @@ def test_start_a_class_sets_the_lesson_up_on_a_projector(browser, url):
     value = lambda css: browser.find_element(By.CSS_SELECTOR, css).get_attribute("value")  # noqa: E731
     wait_until(browser, lambda d: value("#num-drafts input[type='number']") == "1", "K = 1")
     assert value("input[aria-label='Model pair']").startswith("Toy world")
-    assert value("input[aria-label='Method (Generate, Fidelity)']") == "SD"
+    assert value("input[aria-label='Method (Generate, Fidelity, Race)']") == "SD"
     assert value("#draft-length input[type='number']") == "3"
 
 

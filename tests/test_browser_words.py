@@ -74,7 +74,7 @@ def test_the_lessons_steps_advance_and_its_last_step_opens_fidelity(browser, url
     browser.find_element(By.ID, "lesson-try-5").click()  # the released rule on the two-token example, in Fidelity
     wait_until(browser, lambda d: selected_tab(d) == "Fidelity", "the Fidelity tab")
     assert field(browser, "Model pair") == PAIRS["two-token"].label
-    assert "released" in field(browser, "Method (Generate, Fidelity)")
+    assert "released" in field(browser, "Method (Generate, Fidelity, Race)")
     assert field(browser, "number input for K (drafts)") == "1" and field(browser, "number input for L (draft length)") == "2"
 
 
@@ -84,7 +84,7 @@ def test_a_link_restores_the_settings_and_the_page_writes_one(browser, url):
     wait_until(browser, lambda d: selected_tab(d) == "Compare", "the link's tab")
     wait_until(browser, lambda d: field(d, "number input for K (drafts)") == "3", "the link's K")
     assert field(browser, "Model pair") == PAIRS["two-token"].label
-    assert field(browser, "Method (Generate, Fidelity)") == "SD"
+    assert field(browser, "Method (Generate, Fidelity, Race)") == "SD"
     assert field(browser, "number input for L (draft length)") == "2"
     assert field(browser, "number input for T (temperature)") == "0.45"
     assert field(browser, "Seed") == "9"

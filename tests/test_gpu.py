@@ -42,7 +42,7 @@ def ui_defaults() -> dict:
     """The sidebar's values as a visitor first sees them (read from the built app, not restated)."""
     demo = app.build_demo()
     by_label = {b.label: b.value for b in demo.blocks.values() if getattr(b, "label", None) and hasattr(b, "value")}
-    return {"method": by_label["Method (Generate, Fidelity)"], "num_drafts": by_label["K (drafts)"],
+    return {"method": by_label["Method (Generate, Fidelity, Race)"], "num_drafts": by_label["K (drafts)"],
             "draft_length": by_label["L (draft length)"], "temperature": by_label["T (temperature)"],
             "max_new_tokens": by_label["Max new tokens"], "seed": by_label["Seed"],
             "methods": by_label["Methods (Compare, Sweep)"]}

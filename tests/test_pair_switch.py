@@ -25,7 +25,7 @@ def page():
                     and all(getattr(b, k, None) == v for k, v in attrs.items())]
         return block
 
-    controls = dict(pair=find(gr.Dropdown, label="Model pair"), method=find(gr.Dropdown, label="Method (Generate, Fidelity)"),
+    controls = dict(pair=find(gr.Dropdown, label="Model pair"), method=find(gr.Dropdown, label="Method (Generate, Fidelity, Race)"),
                     K=find(gr.Slider, elem_id="num-drafts"), L=find(gr.Slider, elem_id="draft-length"),
                     N=find(gr.Slider, elem_id="fidelity-runs"), tokens=find(gr.Slider, label="First tokens compared"),
                     prompt=find(gr.Textbox, label="Prompt"))

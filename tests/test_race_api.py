@@ -25,7 +25,7 @@ def test_race_is_public_with_a_default_for_every_parameter(client):
     assert all(p["parameter_has_default"] for p in endpoint["parameters"])
 
 
-def test_race_with_the_defaults_streams_both_sides_to_the_end(client):
+def test_race_with_the_defaults_runs_both_sides_to_the_end(client):
     job = client.submit(api_name="/race")
     board, line, data = job.result()
     frames = job.outputs()
@@ -33,7 +33,10 @@ def test_race_with_the_defaults_streams_both_sides_to_the_end(client):
     plain, spec = data["plain"], data["speculative"]
     assert plain["tokens"] == spec["tokens"] == plain["target_calls"] >= spec["target_calls"]
     assert data["turns"] == plain["target_calls"] + spec["target_calls"]
-    assert len(frames) >= 3 and board.count('class="race-lane') == 2 and "Toy world" in line
+    # a teaching pair's race comes once, every token in it, replayed on the page by target calls
+    assert len(frames) == 1 and board.count('class="race-lane') == 2 and "Toy world" in line
+    assert board.count("tok-replay") >= plain["tokens"] + spec["tokens"]
+    assert data["pacing"] == "one target call every 0.2 s"
 
 
 def test_race_at_full_acceptance(client):

@@ -1,10 +1,14 @@
-"""Pure: the Race's two lanes -> HTML (each side's text coloured by provenance, its live numbers, the finish)."""
+"""Pure: the Race's two lanes -> HTML (each side's text coloured by provenance, its live numbers, the finish).
+
+A lane with `appear_at` is a replay: every token is in the HTML, each iteration's hidden until its
+moment on the lane's clock (a CSS animation delay, assets/app.css `.tok-replay`), so the page
+plays the race without another update from the server."""
 
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 from spectr_gbv.records import RunRecord
 
@@ -23,8 +27,9 @@ class LaneView:
     record: RunRecord
     seconds: float  # the time of its own turns
     total: int  # the tokens asked for
-    finished_turn: int | None  # the turn it crossed the finish line on
+    finish: str | None  # how it crossed the finish line ("finished after 8 target calls"); None: racing
     fresh: bool  # whether its latest target call's tokens are outlined (while it races)
+    appear_at: Sequence[float] | None = None  # a replay: when each iteration appears, in seconds
 
     @property
     def tokens(self) -> int:
@@ -40,21 +45,25 @@ def stats_line(lane: LaneView, timed: bool = True) -> str:
     rate = (UNTIMED_NOTE if not timed else f"{lane.tokens_per_second:.1f} tokens/s"
             if lane.tokens_per_second is not None else "– tokens/s")
     parts = [f"{lane.tokens} / {lane.total} tokens", f"{lane.record.target_calls} target calls", rate]
-    if lane.finished_turn is not None:
-        parts.append(f"{FINISH_FLAG} finished on turn {lane.finished_turn}")
+    if lane.finish is not None:
+        parts.append(f"{FINISH_FLAG} {lane.finish}")
     return " · ".join(parts)
 
 
 def lane_html(lane: LaneView, spelled: Callable[[list[int]], list[str]], timed: bool = True) -> str:
     colour = method_colour(lane.method)
-    body = provenance_html(lane.record, spelled, legend=False, fresh=lane.fresh)
+    body = provenance_html(lane.record, spelled, legend=False, fresh=lane.fresh, appear_at=lane.appear_at)
     body = body.replace(" (click: open it in the explorer)", "")  # the Race has no explorer to open
-    done = " race-finished" if lane.finished_turn is not None else ""
+    done = " race-finished" if lane.finish is not None else ""
+    # a replay's numbers appear with its last tokens
+    stats_replay = (f' tok-replay" style="animation-delay:{lane.appear_at[-1]:.2f}s;' if lane.appear_at
+                    else '" style="')
     return (f'<div class="race-lane{done}" data-method="{html.escape(lane.method)}" data-tokens="{lane.tokens}" '
             f'data-target-calls="{lane.record.target_calls}" style="flex:1;min-width:240px;border:1px solid #ddd;'
             f'border-left:6px {"dashed" if is_lossy(lane.method) else "solid"} {colour};border-radius:6px;padding:8px">'
             f'<h4 style="margin:0 0 4px 0">{html.escape(lane.label)}</h4>'
-            f'<div class="race-stats" style="font-size:14px;margin-bottom:6px">{html.escape(stats_line(lane, timed))}</div>'
+            f'<div class="race-stats{stats_replay}font-size:14px;margin-bottom:6px">'
+            f'{html.escape(stats_line(lane, timed))}</div>'
             f"{body}</div>")
 
 

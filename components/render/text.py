@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from typing import Callable
+from typing import Callable, Sequence
 
 from spectr_gbv import METHODS
 from spectr_gbv.records import RunRecord
@@ -60,10 +60,11 @@ FRESH_OUTLINE = "outline:2px solid #1a1a1a;outline-offset:1px"  # the tokens of 
 
 
 def provenance_html(run: RunRecord, spelled: Callable[[list[int]], list[str]], legend: bool = True,
-                    fresh: bool = False) -> str:
+                    fresh: bool = False, appear_at: Sequence[float] | None = None) -> str:
     """The output, each token coloured by its kind; `spelled`: the display strings of consecutive tokens
     (Pair.spelled: a character split over byte tokens drawn whole); `fresh`: the last iteration's tokens
-    (the burst one target call just emitted) outlined and marked `tok-fresh`."""
+    (the burst one target call just emitted) outlined and marked `tok-fresh`; `appear_at`: a replay, each
+    iteration's tokens hidden until that many seconds after they are drawn (`tok-replay`, assets/app.css)."""
     spans = []
     last = run.iterations[-1].index if (fresh and run.iterations) else None
     texts = spelled([token for it in run.iterations for token in it.emitted])  # the whole output: a character
@@ -71,6 +72,8 @@ def provenance_html(run: RunRecord, spelled: Callable[[list[int]], list[str]], l
     for it in run.iterations:
         new = " tok-fresh" if it.index == last else ""
         outline = f";{FRESH_OUTLINE}" if new else ""
+        if appear_at is not None:
+            new, outline = f"{new} tok-replay", f"{outline};animation-delay:{appear_at[it.index]:.2f}s"
         own, start = texts[start:start + len(it.emitted)], start + len(it.emitted)
         for token, kind in zip(own, it.token_kinds):
             # data-iteration: a click opens this iteration in the explorer (app.py's output listener).

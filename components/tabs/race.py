@@ -1,10 +1,16 @@
-"""The Race tab: plain decoding and a chosen method on the same prompt, streamed side by side.
+"""The Race tab: plain decoding and a chosen method on the same prompt, side by side.
 
-Fairness: the two sides take turns, one target call each, in one generator on one thread
-(`Race.turns`): plain decoding's turn is one target call (one token), the method's turn is one
-target call too (its drafts, the call that scores them, the verdict), which emits a burst of
-tokens when drafts are kept. A side that has finished sits its turns out. Each side's tokens/s
-counts the time of its own turns only, so neither side's number includes the other's work.
+Fairness: the two sides run in one generator on one thread (`Race.turns`), one target call a turn:
+plain decoding's turn is one target call (one token), the method's turn is one target call too (its
+drafts, the call that scores them, the verdict), which emits a burst of tokens when drafts are kept.
+Each side has its own clock, the time of its own turns only, and the side whose clock is behind
+takes the next turn. A frame shows both sides as they stood at the same moment of their own clocks
+(`Race.now`), so the picture's lead is their speedup, whichever side the thread happened to serve.
+
+Pacing: a model pair's race streams live, paced by the measured clocks (the page runs at about half
+real speed, the two sides sharing one thread). A teaching pair is a lookup table, whose time means
+nothing and whose race is over in a blink: its clock counts target calls, CALL_PACE_S each, and the
+finished race is sent once and replayed on the page at that pace (`render.race`'s appearance delays).
 Both sides use `decode_iterations`, the engine Generate streams, with the same settings and seed.
 """
 
@@ -39,21 +45,33 @@ from ..render.text import UNTIMED_NOTE
 from . import generate
 
 PLAIN, SPECULATIVE = "plain", "speculative"
-FAIRNESS = ("**The two sides take turns, one model call each, on one thread.** A turn of plain decoding is one "
-            "target call: one token. A turn of the method is one target call too: its drafts, one call of the "
-            "target that scores them all, and the verdict, which keeps a burst of tokens when drafts are accepted "
-            "(outlined as it arrives). Each side's tokens/s counts the time of its own turns only. Stop ends both.")
+# A teaching pair's race replayed on the page: one target call of a side every CALL_PACE_S seconds,
+# slow enough to see a burst of kept drafts arrive at once.
+CALL_PACE_S = 0.2
+FAIRNESS = ("**The two sides take turns, one model call each, on one thread**, and each side's clock counts the "
+            "time of its own turns only. A turn of plain decoding is one target call: one token. A turn of the "
+            "method is one target call too: its drafts, one call of the target that scores them all, and the "
+            "verdict, which keeps a burst of tokens when drafts are accepted (outlined as it arrives). The page "
+            "shows both sides at the same moment of their own clocks, so the lead you see is the speedup. "
+            "The two texts differ: both are samples of the target's law, drawn with different random numbers "
+            "(an exact method changes the speed, not the law). Stop ends both.")
+LIVE_NOTE = ("Paced by each side's own measured time (the sides share one thread, so this runs at about half "
+             "real speed).")
+FOLLOW_THE_SIDEBAR = f"(chosen, racing) => chosen === {AUTOREGRESSIVE!r} ? racing : chosen"
+REPLAY_NOTE = (f"Replayed at one target call every {CALL_PACE_S:g} s: a lookup table's own time means nothing, "
+               "so each side moves by its target calls.")
 
 
 @dataclass
 class Lane:
-    """One side of the race so far: its iterations, the time of its turns, the turn it finished on."""
+    """One side of the race so far: its iterations, the time of its turns, its clock at each iteration's end."""
 
     name: str
     config: DecodeConfig
     steps: Iterator[IterationRecord]
     iterations: list[IterationRecord] = field(default_factory=list)
     seconds: float = 0.0
+    ends: list[float] = field(default_factory=list)  # the lane's clock when each iteration ended
     finished_turn: int | None = None
 
     @property
@@ -64,6 +82,18 @@ class Lane:
     def target_calls(self) -> int:
         return len(self.iterations)
 
+    @property
+    def clock(self) -> float:
+        return self.ends[-1] if self.ends else 0.0
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_turn is not None
+
+    def shown(self, now: float) -> int:
+        """How many of its iterations had ended by `now` on its clock."""
+        return sum(1 for end in self.ends if end <= now)
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -72,11 +102,14 @@ class Turn:
 
 
 class Race:
-    """Plain decoding against `method_config.method`, one target call each in turn (plain first)."""
+    """Plain decoding against `method_config.method`, one target call a turn, the side behind on its clock first.
+
+    `timed`: a side's clock is its measured time (`clock`, around its turns only); else its target
+    calls, CALL_PACE_S each (a teaching pair: the sides then simply alternate, plain first)."""
 
     def __init__(self, target, draft, prompt_ids: Sequence[int], plain_config: DecodeConfig,
-                 method_config: DecodeConfig, clock: Callable[[], float] = time.perf_counter):
-        self.prompt_ids, self.eos, self.clock = list(prompt_ids), target.eos_token_id, clock
+                 method_config: DecodeConfig, clock: Callable[[], float] = time.perf_counter, timed: bool = True):
+        self.prompt_ids, self.eos, self.clock, self.timed = list(prompt_ids), target.eos_token_id, clock, timed
         self.lanes = {PLAIN: Lane(PLAIN, plain_config, decode_iterations(target, None, prompt_ids, plain_config)),
                       SPECULATIVE: Lane(SPECULATIVE, method_config,
                                         decode_iterations(target, draft, prompt_ids, method_config))}
@@ -84,64 +117,81 @@ class Race:
 
     @property
     def finished(self) -> bool:
-        return all(lane.finished_turn is not None for lane in self.lanes.values())
+        return all(lane.finished for lane in self.lanes.values())
+
+    @property
+    def now(self) -> float:
+        """The moment a frame shows: the earliest clock of a side still running (every side has got
+        that far), or the last finish once both are done."""
+        running = [lane.clock for lane in self.lanes.values() if not lane.finished]
+        return min(running) if running else max(lane.clock for lane in self.lanes.values())
 
     def turns(self) -> Iterator[Turn]:
-        """Advance the sides alternately, one target call a turn; yield after every turn."""
+        """Advance the side that is behind on its clock (plain on a tie) by one target call; yield after every turn."""
         while not self.finished:
-            for lane in self.lanes.values():
-                if lane.finished_turn is not None:
-                    continue
-                start = self.clock()
-                it = next(lane.steps, None)
-                lane.seconds += self.clock() - start
-                self.turn += 1
-                if it is not None:
-                    lane.iterations.append(it)
-                if it is None or self._done(lane):
-                    lane.finished_turn = self.turn
-                yield Turn(self.turn, lane.name)
+            lane = min((lane for lane in self.lanes.values() if not lane.finished), key=lambda lane: lane.clock)
+            start = self.clock()
+            it = next(lane.steps, None)
+            lane.seconds += self.clock() - start
+            self.turn += 1
+            if it is not None:
+                lane.iterations.append(it)
+                lane.ends.append(lane.seconds if self.timed else len(lane.iterations) * CALL_PACE_S)
+            if it is None or self._done(lane):
+                lane.finished_turn = self.turn
+            yield Turn(self.turn, lane.name)
 
     def _done(self, lane: Lane) -> bool:
         last = lane.iterations[-1].emitted if lane.iterations else []
         at_eos = self.eos is not None and bool(last) and last[-1] == self.eos
         return at_eos or lane.tokens >= lane.config.max_new_tokens
 
-    def record(self, side: str):
+    def record(self, side: str, iterations: int | None = None):
         lane = self.lanes[side]
-        return run_record(lane.config, self.prompt_ids, lane.iterations, self.eos)
+        return run_record(lane.config, self.prompt_ids, lane.iterations[:iterations], self.eos)
 
-    def views(self) -> list[LaneView]:
-        views = []
+    def views(self, whole: bool = False) -> list[LaneView]:
+        """Each side as it stood at `now` (`whole`: everything it has done)."""
+        views, now = [], self.now
         for side, lane in self.lanes.items():
+            count = lane.target_calls if whole else lane.shown(now)
+            crossed = lane.finished and count == lane.target_calls
             label = "Plain decoding (AR)" if side == PLAIN else method_name(lane.config.method)
-            views.append(LaneView(label, lane.config.method, self.record(side), lane.seconds,
-                                  lane.config.max_new_tokens, lane.finished_turn,
-                                  fresh=lane.finished_turn is None))  # its latest call outlined while it races
+            views.append(LaneView(label, lane.config.method, self.record(side, count),
+                                  lane.ends[count - 1] if count else 0.0, lane.config.max_new_tokens,
+                                  self._finish_words(lane) if crossed else None,
+                                  fresh=not crossed,  # its latest call outlined while it races
+                                  appear_at=None if self.timed else lane.ends[:count]))
         return views
 
-    def leader(self) -> str | None:
-        """Who crossed the finish line in fewer target calls: PLAIN, SPECULATIVE, "tie", or None while open.
+    def _finish_words(self, lane: Lane) -> str:
+        if self.timed:
+            return f"finished at {lane.clock:.2f} s of its own time"
+        return f"finished after {lane.target_calls} target calls"
 
-        A side that has finished leads once the other has made as many calls without finishing (the
-        sides alternate, so the other may still finish on the call of the same round)."""
-        plain, spec = self.lanes[PLAIN], self.lanes[SPECULATIVE]
-        for side, lane, other in ((SPECULATIVE, spec, plain), (PLAIN, plain, spec)):
-            if lane.finished_turn is None:
+    def leader(self) -> str | None:
+        """Who crossed the finish line first on its own clock: PLAIN, SPECULATIVE, "tie", or None while open.
+
+        A side that has finished leads once the other has finished later, or has run as long without
+        finishing (the other may still finish at the same moment of its clock)."""
+        for side, lane in sorted(self.lanes.items(), key=lambda item: item[1].clock):
+            if not lane.finished:
                 continue
-            if (other.finished_turn is None and other.target_calls >= lane.target_calls) or (
-                    other.finished_turn is not None and lane.target_calls < other.target_calls):
+            others = [other for name, other in self.lanes.items() if name != side]
+            if all(other.clock > lane.clock if other.finished else other.clock >= lane.clock for other in others):
                 return side
         return "tie" if self.finished else None
 
     def summary(self) -> dict:
         sides = {}
-        for view, (side, lane) in zip(self.views(), self.lanes.items()):
+        for view, (side, lane) in zip(self.views(whole=True), self.lanes.items()):
             sides[side] = {"method": lane.config.method, "tokens": view.tokens, "target_calls": lane.target_calls,
                            "seconds": lane.seconds, "tokens_per_second": view.tokens_per_second,
                            "finished_turn": lane.finished_turn,
                            "block_efficiency": view.record.block_efficiency}
-        return {"turns": self.turn, "first_to_finish": self.leader(), **sides}
+        return {"turns": self.turn, "first_to_finish": self.leader(),
+                "pacing": "own measured time" if self.timed else f"one target call every {CALL_PACE_S:g} s",
+                **sides}
 
 
 def race_cost(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed, *_, **__):
@@ -162,14 +212,17 @@ class Raced(NamedOutputs):
 
 
 def _standing(race: Race, method: str) -> str:
-    plain, spec = race.lanes[PLAIN], race.lanes[SPECULATIVE]
-    text = (f"turn {race.turn}: AR {plain.tokens} tokens in {plain.target_calls} target calls, "
-            f"{method_name(method)} {spec.tokens} tokens in {spec.target_calls} target calls")
+    """Where both sides stood at the frame's moment (`Race.now`), and who crossed the line first."""
+    plain, spec = race.views()
+    moment = f"at {race.now:.2f} s of each side's own time: " if race.timed else ""
+    text = (f"{moment}AR {plain.tokens} tokens in {plain.record.target_calls} target calls, "
+            f"{method_name(method)} {spec.tokens} tokens in {spec.record.target_calls} target calls")
     leader = race.leader()
     if leader is not None:
         names = {PLAIN: "plain decoding", SPECULATIVE: method_name(method)}
-        text += (f"; both finished in {plain.target_calls} target calls" if leader == "tie"
-                 else f"; first across the line (fewer target calls): {names[leader]}")
+        first = "on its own clock" if race.timed else "fewer target calls"
+        text += ("; both finished together" if leader == "tie"
+                 else f"; first across the line ({first}): {names[leader]}")
     return text
 
 
@@ -178,7 +231,8 @@ def _standing(race: Race, method: str) -> str:
 @user_errors
 def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature, max_new_tokens, seed,
                 progress=gr.Progress(), request: gr.Request = None):
-    """Race plain decoding against `method`: a frame after every turn of either side; Stop ends both."""
+    """Race plain decoding against `method`: on a model pair a frame after every turn, on a teaching pair
+    the whole race once, to be replayed on the page; Stop ends both."""
     session = getattr(request, "session_hash", None)
     STOPS.take(session)  # a Stop pressed before this run does not end it
     if method == AUTOREGRESSIVE:
@@ -190,23 +244,23 @@ def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature,
     pair, prompt_ids = prepare(pair_key, prompt, progress)
     check_runs_fit(pair, [(1, 0), (1, base.draft_length)], base.max_new_tokens,
                    f"a race of plain decoding and {method_name(method)}, {base.max_new_tokens} tokens each")
+    timed = not pair.info.teaching  # a teaching pair is a lookup table: its tokens/s mean nothing
     race = Race(pair.target, pair.draft, prompt_ids, base.config(AUTOREGRESSIVE, with_theory=False),
-                base.config(method, with_theory=False))
+                base.config(method, with_theory=False), timed=timed)
     heading = dict(pair_key=pair.info.key, methods=[AUTOREGRESSIVE, method], num_drafts=base.num_drafts,
                    draft_length=base.draft_length, temperature=base.temperature, seed=base.seed,
                    served=serving_mode(pair.target))
+    note = LIVE_NOTE if timed else REPLAY_NOTE
     budget, stop, total = Budget(), None, 2 * base.max_new_tokens
-    timed = not pair.info.teaching  # a teaching pair is a lookup table: its tokens/s mean nothing
-    progress(0, desc="racing")
     try:
-        for _turn in race.turns():
+        for _turn in race.turns():  # no progress bar: it would cover the lanes
             budget.tick()
-            done = sum(lane.tokens for lane in race.lanes.values())
-            progress(done / total, desc=f"{done} / {total} tokens")
-            yield Raced(race_html(race.views(), pair.spelled, timed=timed),
-                        header_line(**heading) + _standing(race, method))
+            if streams_live(pair):
+                yield Raced(race_html(race.views(), pair.spelled, note, timed=timed),
+                            header_line(**heading) + _standing(race, method))
             if STOPS.take(session):
-                stop = Stop(done, total, "tokens (both sides)", "you pressed Stop")
+                stop = Stop(sum(lane.tokens for lane in race.lanes.values()), total, "tokens (both sides)",
+                            "you pressed Stop")
                 break
     except BudgetSpent as error:
         stop = budget_stop("race", sum(lane.tokens for lane in race.lanes.values()), total, "tokens (both sides)",
@@ -216,8 +270,14 @@ def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature,
     if not timed:
         for side in race.lanes:
             summary[side] |= {"seconds": UNTIMED_NOTE, "tokens_per_second": UNTIMED_NOTE}
-    yield Raced(race_html(race.views(), pair.spelled, timed=timed), header_line(**heading, stop=stop) + _standing(race, method),
-                summary)
+    yield Raced(race_html(race.views(whole=True), pair.spelled, note, timed=timed),
+                header_line(**heading, stop=stop) + _standing(race, method), summary)
+
+
+def streams_live(pair) -> bool:
+    """Whether the race sends a frame after every turn: a model pair's does; a teaching pair's race is
+    over in a blink and is replayed on the page instead (fewer updates for a class to serve)."""
+    return not pair.info.teaching
 
 
 @dataclass
@@ -258,6 +318,10 @@ def wire_events(page) -> None:
     sidebar = dict(pair_key=s.pair, method=tab.method, num_drafts=s.num_drafts, draft_length=s.draft_length,
                    max_new_tokens=s.max_new_tokens)
     fix_buttons.wire(tab.fixes, sidebar, {name: sidebar[name] for name in fix_buttons.FIXABLE["race"]}, tab.button)
+    # The race follows the sidebar's method (plain decoding, the race's other side already, leaves it), in
+    # the browser alone: no server event.
+    s.method.change(None, [s.method, tab.method], tab.method, js=FOLLOW_THE_SIDEBAR, queue=False,
+                    api_visibility="private")
     # Stop, as Generate's: the race sees the request after its current turn and ends both sides with a last
     # frame; in a ZeroGPU worker it cannot, so there the event is cancelled.
     if gpu.ON_ZEROGPU:

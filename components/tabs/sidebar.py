@@ -43,7 +43,7 @@ def build(default_pair: str) -> Sidebar:
         # The box cuts a long pair name (an input cannot wrap): the whole name, wrapped, under it.
         name = gr.HTML(pair_name_html(default_pair), elem_id="pair-name", apply_default_css=False)
         private.on(pair.change, pair_name_html, pair, name, queue=False, show_progress="hidden")
-        method = gr.Dropdown(method_choices(), value=DEFAULT_METHOD, label="Method (Generate, Fidelity)")
+        method = gr.Dropdown(method_choices(), value=DEFAULT_METHOD, label="Method (Generate, Fidelity, Race)")
         num_drafts = gr.Slider(1, MAX_DRAFTS, value=DEFAULT_K, step=1, label="K (drafts)",
                                info=caps.ignored_info(DEFAULT_METHOD, "K"), elem_id="num-drafts")
         draft_length = gr.Slider(1, caps.max_draft_length(DEFAULT_K), value=DEFAULT_L, step=1, label="L (draft length)",
