@@ -22,7 +22,7 @@ from ..wiring import private, stop_button
 from ..wiring.admission import cost, fix_buttons, pre_start
 from ..wiring.downloads import download_components, wire_downloads
 from ..render.chart_layout import MIN_WIDTH
-from ..wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
+from ..wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, clamp_in_page, default_compare, prepare
 from ..wiring.run_events import run_events
 from ..wiring.runs import MAX_REPEATS, STOPS
 from ..wiring.settings import check_flag, check_methods, check_pair_key, number, settings
@@ -112,6 +112,7 @@ def build(page) -> None:
                                 label="Repeats (seeds)",
                                 info="seed, seed + 1, ...: charts show their mean and 95 % band, speedups their median",
                                 elem_id="compare-repeats")
+            clamp_in_page(repeats)
             button = gr.Button("Compare", variant="primary", elem_id="compare-button")
             stop = stop_button.build("compare")
         fixes = fix_buttons.build("compare")

@@ -35,7 +35,7 @@ from ..wiring.admission import grid_size
 from ..wiring.admission.budget_stops import budget_stop
 from ..wiring.downloads import download_components, wire_downloads
 from ..wiring.errors import translate_error, user_errors
-from ..wiring.inputs import LOADING_NOTE, check_runs_fit, default_compare
+from ..wiring.inputs import LOADING_NOTE, check_runs_fit, clamp_in_page, default_compare
 from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import back_to_idle, run_events
 from ..wiring.runs import STOPS, Stop, pair_label
@@ -308,6 +308,8 @@ def build(page) -> None:
                                 info="sized to the budget when the pair changes", elem_id="grid-prompts")
             tokens = gr.Number(grid_size.default_tokens(pair), precision=0, minimum=1, maximum=MAX_NEW_TOKENS,
                                label="Tokens per prompt", elem_id="grid-tokens")
+            clamp_in_page(prompts)
+            clamp_in_page(tokens)
         with gr.Row():
             cell_value = gr.Radio(CELL_CHOICES, value=EXPECTED, label="Cell value", elem_id="grid-cell-value")
             rule = gr.Dropdown(rule_choices(), value=BEST, label="Rule (of a gain)", elem_id="grid-rule")

@@ -13,7 +13,8 @@ from ..wiring import classroom, private, share
 from ..wiring.admission import caps
 from ..wiring.errors import plain
 from ..wiring.explorer_js import PRESENTATION_JS
-from ..wiring.inputs import DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, PAIR_CHOICES, compare_choices, default_compare, method_choices, prompt_for_pair
+from ..wiring.inputs import (DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, PAIR_CHOICES, clamp_in_page,
+                             compare_choices, default_compare, method_choices, prompt_for_pair)
 from ..wiring.page import Sidebar
 from ..wiring.settings import MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE
 
@@ -53,6 +54,7 @@ def build(default_pair: str) -> Sidebar:
         temperature = gr.Slider(0, MAX_TEMPERATURE, value=DEFAULT_T, step=0.05, label="T (temperature)", info="0 = greedy")
         max_new_tokens = gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULT_TOKENS, step=1, label="Max new tokens")
         seed = gr.Number(value=0, precision=0, minimum=0, label="Seed", info="Same settings + seed = same tokens")
+        clamp_in_page(seed)
         methods = gr.CheckboxGroup(compare_choices(), value=default_compare(), label="Methods (Compare, Sweep)")
         link_controls = share.build_link_controls()
     return Sidebar(pair, method, num_drafts, draft_length, temperature, max_new_tokens, seed, methods, presentation,

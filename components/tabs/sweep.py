@@ -23,7 +23,7 @@ from ..wiring.admission.budget_stops import Ticker, budget_stop, what_fits
 from ..wiring.admission.caps import MAX_SWEEP_VALUES
 from ..render.chart_layout import MIN_WIDTH
 from ..wiring.errors import translate_error, user_errors
-from ..wiring.inputs import DEFAULT_SETTINGS, check_runs_fit, default_compare, prepare
+from ..wiring.inputs import DEFAULT_SETTINGS, check_runs_fit, clamp_in_page, default_compare, prepare
 from ..wiring.prompt_set_choice import SINGLE, check_set_fits, check_set_name, prepare_set, set_controls, set_prompts
 from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import run_events
@@ -193,6 +193,7 @@ def build(page) -> None:
                                 label=caps.sweep_values_label(len(default_compare())), elem_id="sweep-values")
             repeats = gr.Number(value=1, precision=0, minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
                                 info="seeds per point: mean and 95 % band", elem_id="sweep-repeats")
+            clamp_in_page(repeats)
             button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
             stop = stop_button.build("sweep")
         fixes = fix_buttons.build("sweep")

@@ -1,7 +1,8 @@
 """What every view's handler does first: the pair and prompt checked, the run sized against the limits.
 
 Also the app's choices and defaults that several views share (the pairs, the methods, the
-examples), all read from the registries (spectr_gbv.pairs, spectr_gbv.methods)."""
+examples), all read from the registries (spectr_gbv.pairs, spectr_gbv.methods), and the page's
+clamp of a number field to its range (`clamp_in_page`)."""
 
 from __future__ import annotations
 
@@ -95,3 +96,15 @@ def check_runs_fit(pair, runs: list[tuple[int, int]], tokens: int, what: str, ex
     (`advice`: what the view can change)."""
     early = pair.target.eos_token_id is not None
     check_fits(sum(n * fewest_iterations(tokens, length, early) for n, length in runs) + extra, what, advice=advice)
+
+
+def clamp_in_page(number) -> None:
+    """A whole-number field (gr.Number) kept within its minimum and maximum in the browser, as a slider's box
+    is: a value typed outside goes to the nearest end when the field is left or submitted, with no server
+    event. Without it, 999 repeats stayed in the box and the run was refused with a toast."""
+    low = "-Infinity" if number.minimum is None else repr(number.minimum)
+    high = "Infinity" if number.maximum is None else repr(number.maximum)
+    clamp = (f"(value) => (value === null || value === '' || isNaN(Number(value))) ? value"
+             f" : Math.min(Math.max(Math.round(Number(value)), {low}), {high})")
+    for listener in (number.blur, number.submit):
+        listener(None, number, number, js=clamp, queue=False, api_visibility="private")

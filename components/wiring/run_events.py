@@ -7,6 +7,9 @@ or is stopped (`.then`) or fails (`.failure`: Gradio's page runs only that after
 properties (`gr.Button(interactive=False)`), not by script on the page: Gradio redraws a button
 from its properties, so a script's `disabled` did not stick.
 
+A new run also closes the toasts still on the page (`CLEAR_TOASTS`): an old run's error in the
+corner reads as this run's.
+
 Failure: a run that fails raises gr.Error (the toast, and what an API client gets back), and
 Gradio leaves the page's old outputs on screen under red "Error" badges. `.failure` replaces
 them: the message (noted for this session by errors.translate_error) in the run's main output,
@@ -27,6 +30,8 @@ from .outputs import wire
 RUNNING = "Running…"
 UNKNOWN_FAILURE = "the run failed (the message is in the corner of the page)"
 QUICK = dict(queue=False, show_progress="hidden", api_visibility="private")  # page-only, at once, no spinner
+# Closes every toast on the page, as its own close button does (Gradio's toasts: statustracker).
+CLEAR_TOASTS = "() => { document.querySelectorAll('[data-testid=\"toast-body\"] .toast-close').forEach((b) => b.click()); return []; }"
 
 
 def busy() -> gr.Button:
@@ -66,7 +71,7 @@ def run_events(listener, button: gr.Button, fn: Callable, inputs, outputs: Mappi
     """`listener` (a click, or an event's `.then`) -> button busy -> `fn` wired to `outputs` -> button back;
     on failure the message in `outputs[message]` and `clear` emptied. Returns the run's event (to cancel it)."""
     label = button.value
-    started = listener(busy, None, button, **QUICK)
+    started = listener(busy, None, button, js=CLEAR_TOASTS, **QUICK)
     run = wire(started.then, fn, inputs, outputs, **run_kwargs)
     run.then(idle(label), None, button, **QUICK)
     run.failure(failure_outputs(fn.__name__, outputs, message, clear, button), None, [*outputs.values(), button],

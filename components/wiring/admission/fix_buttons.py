@@ -3,7 +3,8 @@
 As the settings change, the note says when the view's run would be refused (its estimate
 does not fit the budget: components.wiring.admission.pre_start), and a button per fix sets one setting to
 the largest value that fits ("53 tokens per run", "2 repeats", "L = 2", "the first 2 values").
-The server refuses such a run anyway, before any model call; the note says so before the click.
+The server refuses such a run anyway, before any model call; the note says so before the click,
+and the run button is disabled while it shows (a click would only bring the refusal's toast).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import gradio as gr
 
 from .. import private
 from ..errors import user_errors
+from ..run_events import RUNNING
 from ..runs import MAX_REPEATS
 from ..settings import (MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, check_choice, check_method, check_methods,
                         check_pair_key, number)
@@ -97,10 +99,16 @@ def updates(view: str, raw: Mapping[str, object], parse_values: Callable | None 
     return [note_text(plan, fixes)] + buttons
 
 
+def button_update(note: str, label: str):
+    """The run button under the note: disabled while the note says the run would not start, enabled once it
+    fits; left alone while its run goes ("Running…": run_events owns it then)."""
+    return gr.skip() if label == RUNNING else gr.update(interactive=not note)
+
+
 def wire(row: FixRow, inputs: Mapping[str, gr.components.Component], targets: Mapping[str, gr.components.Component],
          run_button: gr.Button, parse_values: Callable | None = None) -> None:
-    """The note follows `inputs` (by RunRequest's names); each fix button sets its target control (`targets`, by
-    setting) to the value that fits now."""
+    """The note follows `inputs` (by RunRequest's names), and the run button is disabled while it shows; each fix
+    button sets its target control (`targets`, by setting) to the value that fits now."""
     names, components = list(inputs), list(inputs.values())
     outputs = [row.note, *row.buttons.values()]
     quick = dict(queue=False, show_progress="hidden")
@@ -108,15 +116,23 @@ def wire(row: FixRow, inputs: Mapping[str, gr.components.Component], targets: Ma
     def refresh(*values):
         return updates(row.view, dict(zip(names, values)), parse_values)
 
+    def refresh_with_button(*values):
+        *values, label = values
+        shown = refresh(*values)
+        return [*shown, button_update(shown[0], label)]
+
     # A visitor's own edits (`input`), not every `change`: with several quick handlers on one slider's change,
     # Gradio's slider re-sent its change after each of their updates, and the page looped on the server.
-    # A fix applied by a button refreshes the note itself (its `then`).
-    for listener in [c.input for c in components] + [run_button.click]:
-        private.on(listener, refresh, components, outputs, **quick)
+    # A fix applied by a button refreshes the note itself (its `then`). The run's own click refreshes the
+    # note but leaves the button to run_events (which makes it busy at the same moment).
+    for listener in [c.input for c in components]:
+        private.on(listener, refresh_with_button, [*components, run_button], [*outputs, run_button], **quick)
+    private.on(run_button.click, refresh, components, outputs, **quick)
     for setting, button in row.buttons.items():
         applied = private.on(button.click, _applier(row.view, names, setting, parse_values), components,
                              targets[setting], **quick)
-        applied.then(user_errors(refresh), components, outputs, preprocess=False, api_visibility="private", **quick)
+        applied.then(user_errors(refresh_with_button), [*components, run_button], [*outputs, run_button],
+                     preprocess=False, api_visibility="private", **quick)
 
 
 def _applier(view: str, names: list[str], setting: str, parse_values: Callable | None):
