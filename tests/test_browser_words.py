@@ -100,6 +100,17 @@ def test_a_link_restores_the_settings_and_the_page_writes_one(browser, url):
     assert link.startswith(url) and browser.current_url == link  # also in the address bar
 
 
+def test_a_link_with_a_pair_and_no_prompt_gives_the_pair_a_prompt_it_reads(browser, url):
+    from components.wiring.inputs import example_prompt
+
+    resize(browser, *WINDOW)
+    open_page(browser, url + "?pair=two-token")  # the page's prompt ("the cat") is not the two-token world's
+    wait_until(browser, lambda d: prompt_text(d) == example_prompt("two-token"), "the pair's own prompt")
+    assert field(browser, "Model pair") == PAIRS["two-token"].label
+    browser.find_element(By.ID, "generate-button").click()
+    wait_for(browser, "#generate-output span.tok")  # the first Generate runs
+
+
 def test_a_bad_link_says_what_it_could_not_use_and_keeps_the_defaults(browser, url):
     resize(browser, *WINDOW)
     open_page(browser, url + "?K=99&L=3&tab=nowhere&method=magic")

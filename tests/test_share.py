@@ -8,6 +8,7 @@ from urllib.parse import parse_qsl
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from components.wiring.inputs import example_prompt
 from components.wiring.share import KEYS, TABS, link_query, note_markdown, read_link
 
 pytestmark = pytest.mark.unit
@@ -26,7 +27,8 @@ def test_tabs_by_id_or_by_name_and_pairs_by_label():
 
     assert read_link({"tab": "Iteration explorer"})[0] == {"tab": "explorer"}
     assert read_link({"tab": "FIDELITY"})[0] == {"tab": "fidelity"}
-    assert read_link({"pair": PAIRS["two-token"].label})[0] == {"pair": "two-token"}
+    assert read_link({"pair": PAIRS["two-token"].label})[0] == {"pair": "two-token",
+                                                                 "prompt": example_prompt("two-token")}
 
 
 @pytest.mark.parametrize("params, named", [
@@ -80,6 +82,32 @@ def test_the_written_link_leaves_out_what_it_cannot_read():
     assert dict(parse_qsl(query[1:])) == {"pair": "toy", "method": "sd", "L": "3", "T": "0.7", "seed": "0"}
 
 
+PYTHON_PROMPT = "Write a Python function that checks whether a number is prime."
+
+
+def test_a_links_pair_gets_a_prompt_it_reads():
+    from components.wiring.share import restored
+
+    order = ["pair", "prompt", "method", "K", "L", "T", "seed"]
+    # no prompt in the link: the page's, if the pair reads it, else the pair's example
+    pair, prompt, *_ = restored({"pair": "toy"}, order, PYTHON_PROMPT)[:2]
+    assert pair["value"] == "toy" and prompt["value"] == example_prompt("toy")
+    assert read_link({"pair": "toy"}, "the dog")[0] == {"pair": "toy"}  # the page's prompt stays
+    # a model pair reads any prompt: a Python prompt stays; a teaching pair's prompt gives way to its example
+    assert read_link({"pair": "default"}, PYTHON_PROMPT)[0] == {"pair": "default"}
+    assert read_link({"pair": "default"}, "the cat")[0] == {"pair": "default", "prompt": example_prompt("default")}
+    # the link's own prompt, if the pair cannot read it: said, and the pair's example instead
+    values, problems = read_link({"pair": "toy", "prompt": PYTHON_PROMPT})
+    assert values == {"pair": "toy", "prompt": example_prompt("toy")}
+    assert problems == ["prompt: the pair toy cannot read it (not its words); its own prompt is used"]
+
+
+def test_a_written_link_carries_no_prompt_its_pair_cannot_read():
+    assert "prompt" not in dict(parse_qsl(link_query("toy", PYTHON_PROMPT, "sd", 1, 3, 0.7, 0)[1:]))
+    assert dict(parse_qsl(link_query("default", PYTHON_PROMPT, "sd", 1, 3, 0.7, 0)[1:]))["prompt"] == PYTHON_PROMPT
+    assert dict(parse_qsl(link_query("toy", "the dog", "sd", 1, 3, 0.7, 0)[1:]))["prompt"] == "the dog"
+
+
 def test_every_tab_of_the_page_has_an_id():
     assert set(TABS.values()) == {"generate", "explorer", "compare", "race", "sweep", "grid", "fidelity", "lesson",
                                   "playground", "about"}
@@ -126,7 +154,7 @@ def test_restoring_a_class_link_sets_the_checkbox_the_step_and_the_tab():
 
     order = ["pair", "prompt", "method", "K", "L", "T", "seed"]
     link = {"pair": "toy", "present": "1", "step": "2", "tab": "lesson"}
-    *controls, tabs, present, step, note = restored(link, order)
+    *controls, tabs, present, step, note = restored(link, order, "the cat")  # a prompt the Toy world reads
     assert controls[0]["value"] == "toy" and all(c == {"__type__": "update"} for c in controls[1:])
     assert present["value"] is True and step.selected == 2 and tabs.selected == "lesson"
     assert note["visible"] is False

@@ -3,7 +3,7 @@
 The handlers run on the Toy world with a session; the session asks to stop (components.wiring.runs.STOPS,
 what the page's Stop button does) after the first streamed output. The next step ends the run: its
 last output keeps what finished, and the header says it was stopped. A Stop pressed before a run
-does not end it.
+does not end it. Picking another pair during a run stops it the same way, saying so.
 """
 
 from __future__ import annotations
@@ -74,3 +74,17 @@ def test_stop_ends_only_its_own_session():
     *_, (header, _efficiency, _speed, data) = stream
     assert len(data["rows"]) == 3 and data["stopped"] is None and STOPPED not in header
     assert STOPS.take("someone-else")  # still waiting for that session's own run
+
+
+def test_another_pair_picked_during_a_run_stops_it_and_says_why(monkeypatch):
+    from components.tabs import generate, sidebar
+    from components.wiring.runs import PAIR_CHANGED
+
+    monkeypatch.setattr(generate, "UPDATE_EVERY_S", 0.0)  # an update per iteration, as a slow run's
+    request = session("pair-switch")
+    stream = generate.generate_stream("toy", "the cat", "sd", 2, 2, 0.7, 60, 0, request=request)
+    next(stream), next(stream)
+    sidebar.stop_for_the_new_pair(request)  # what the pair dropdown's input event runs
+    _html, line, data, *_ = list(stream)[-1]
+    assert data["stopped"] == f"stopped at {data['new_tokens']} / 60 tokens: {PAIR_CHANGED}"
+    assert PAIR_CHANGED in line and data["new_tokens"] < 60

@@ -28,7 +28,7 @@ from ..wiring.inputs import DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEF
 from ..wiring.outputs import NamedOutputs, skip
 from ..wiring.run_events import back_to_idle, run_events
 from ..wiring.run_state import RunState
-from ..wiring.runs import STOPS, Stop, header_line, ignored_settings, method_name
+from ..wiring.runs import PRESSED_STOP, STOPS, Stop, header_line, ignored_settings, method_name
 from ..wiring.settings import check_method, check_pair_key, number, settings
 from ..render.text import UNTIMED_NOTE, metrics_line, output_text, provenance_html
 from ..render.words import how_to_read
@@ -104,8 +104,9 @@ def generate_stream(pair_key, prompt, method, num_drafts, draft_length, temperat
                 yield Generated(output=provenance_html(partial, pair.spelled),
                                 metrics_line=header_line(**heading) + metrics_line(partial, timed), state=state)
                 shown = time.monotonic()
-            if STOPS.take(session):
-                stop = Stop(produced, config.max_new_tokens, "tokens", "you pressed Stop")
+            reason = STOPS.take(session)
+            if reason:
+                stop = Stop(produced, config.max_new_tokens, "tokens", reason)
                 break
     except BudgetSpent as error:  # raised by the tick after an iteration: `it` has finished
         if not iterations:  # the first iteration ran past the budget: it is what finished, so it is shown
@@ -150,7 +151,7 @@ def fill_explorer_on_stop(state) -> Refilled:
     """After Stop: the explorer gets the iterations decoded so far, and the metrics line says where it stopped."""
     if not state:
         return Refilled(gr.skip(), gr.skip(), *explorer.shown(state, 1))
-    stop = Stop(len(state.record.tokens), state.total, "tokens", "you pressed Stop")
+    stop = Stop(len(state.record.tokens), state.total, "tokens", PRESSED_STOP)
     timed = not is_teaching(state.pair)
     return Refilled(header_line(**state.heading, stop=stop) + metrics_line(state.record, timed), *explorer.start(state))
 

@@ -223,8 +223,9 @@ def run_grid(pair_key, methods, grid_drafts, grid_lengths, temperature, num_prom
 
     def step(_coupled_step) -> None:
         budget.tick()
-        if STOPS.take(session):
-            raise StopPressed
+        reason = STOPS.take(session)
+        if reason:
+            raise StopPressed(reason)
 
     yield plan.outputs(rows, done, estimate)
     try:
@@ -235,8 +236,8 @@ def run_grid(pair_key, methods, grid_drafts, grid_lengths, temperature, num_prom
             done += 1
             if done < total:
                 yield plan.outputs(rows, done, estimate)
-    except StopPressed:
-        stop = Stop(done, total, "configurations", "you pressed Stop")
+    except StopPressed as pressed:
+        stop = Stop(done, total, "configurations", str(pressed))
     except BudgetSpent as error:
         stop = budget_stop("grid", done, total, "configurations", error,
                            "fewer prompts, tokens or K and L values would fit")

@@ -258,9 +258,9 @@ def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature,
             if streams_live(pair):
                 yield Raced(race_html(race.views(), pair.spelled, note, timed=timed),
                             header_line(**heading) + _standing(race, method))
-            if STOPS.take(session):
-                stop = Stop(sum(lane.tokens for lane in race.lanes.values()), total, "tokens (both sides)",
-                            "you pressed Stop")
+            reason = STOPS.take(session)
+            if reason:
+                stop = Stop(sum(lane.tokens for lane in race.lanes.values()), total, "tokens (both sides)", reason)
                 break
     except BudgetSpent as error:
         stop = budget_stop("race", sum(lane.tokens for lane in race.lanes.values()), total, "tokens (both sides)",

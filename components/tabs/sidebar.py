@@ -16,6 +16,7 @@ from ..wiring.explorer_js import PRESENTATION_JS
 from ..wiring.inputs import (DEFAULT_K, DEFAULT_L, DEFAULT_METHOD, DEFAULT_T, DEFAULT_TOKENS, PAIR_CHOICES, clamp_in_page,
                              compare_choices, default_compare, method_choices, prompt_for_pair)
 from ..wiring.page import Sidebar
+from ..wiring.runs import PAIR_CHANGED, STOPS
 from ..wiring.settings import MAX_DRAFTS, MAX_NEW_TOKENS, MAX_TEMPERATURE
 
 
@@ -61,14 +62,23 @@ def build(default_pair: str) -> Sidebar:
                    link_controls, box, playground_note, class_button)
 
 
+def stop_for_the_new_pair(request: gr.Request = None) -> None:
+    """Another pair picked: the session's run in progress ends at its next step, its note saying why (it
+    would go on streaming the old pair's tokens under the new pair's name). With no run going, the next
+    run's start forgets the request, as it does a Stop pressed before it."""
+    STOPS.ask(getattr(request, "session_hash", None), PAIR_CHANGED)
+
+
 def wire_events(page) -> None:
     s = page.sidebar
     # The page's class switches at once (in the page); the fold of the prompt and the lossy note closes,
     # so a projector's first screen shows the chosen tab, and opens again when presentation mode ends.
     s.presentation.change(lambda on: gr.Accordion(open=not on), s.presentation, page.fold, js=PRESENTATION_JS,
                           api_visibility="private", queue=False)
-    # A pair the user picks gets a prompt it can read (a shared link or a lesson step sets both itself).
+    # A pair the user picks gets a prompt it can read (a shared link or a lesson step sets both itself), and
+    # stops the session's run in progress.
     private.on(s.pair.input, prompt_for_pair, [s.pair, page.prompt], page.prompt, queue=False, show_progress="hidden")
+    private.on(s.pair.input, stop_for_the_new_pair, None, None, queue=False, show_progress="hidden")
     sweep, fidelity = page.tab_handles.sweep, page.tab_handles.fidelity
     caps.cap_controls(s.pair, s.method, s.num_drafts, s.draft_length, s.methods, sweep.values,
                       fidelity.num_runs, fidelity.num_tokens)

@@ -55,6 +55,13 @@ def example_prompt(pair_key: str) -> str:
     return next((text for key, text in EXAMPLES if key == pair_key), EXAMPLES[0][1])
 
 
+def pair_reads(pair_key: str, prompt: str) -> bool:
+    """Whether the pair can read the prompt: a teaching pair reads only its own words; a model pair reads any
+    prompt (checked as text only: its tokenizer is not loaded for this)."""
+    key = pair_key_of(check_pair_key(pair_key))
+    return _reads(key, prompt) if is_teaching(key) else bool(isinstance(prompt, str) and prompt.strip())
+
+
 def _reads(pair_key: str, prompt: str) -> bool:
     try:
         get_pair(pair_key).encode(check_prompt(prompt))

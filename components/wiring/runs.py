@@ -156,8 +156,13 @@ def titled(figure, coupled: bool):
     return fit_top(figure, figure.layout.title.subtitle.text)  # room for the line added
 
 
+PRESSED_STOP = "you pressed Stop"
+PAIR_CHANGED = "you chose another pair"
+
+
 class StopRequests:
-    """Sessions whose visitor pressed Stop: their streaming run ends at its next step, normally.
+    """Sessions whose visitor pressed Stop (or chose another pair): their streaming run ends at its next
+    step, normally, and says why.
 
     A cooperative stop instead of cancelling the event: the run itself yields its last output
     (the tokens so far, the explorer filled, the note), so nothing races the cancellation and no
@@ -165,20 +170,17 @@ class StopRequests:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._sessions: set[str] = set()
+        self._sessions: dict[str, str] = {}
 
-    def ask(self, session: str | None) -> None:
+    def ask(self, session: str | None, reason: str = PRESSED_STOP) -> None:
         if session:
             with self._lock:
-                self._sessions.add(session)
+                self._sessions[session] = reason
 
-    def take(self, session: str | None) -> bool:
-        """Whether this session asked to stop (and forget the request)."""
+    def take(self, session: str | None) -> str | None:
+        """Why this session asked to stop ("you pressed Stop"), or None; the request is forgotten."""
         with self._lock:
-            if session in self._sessions:
-                self._sessions.discard(session)
-                return True
-            return False
+            return self._sessions.pop(session, None) if session is not None else None
 
 
 STOPS = StopRequests()

@@ -2,8 +2,10 @@
 presentation mode (`present`) and the Lesson's step (`step`), so a class opens as it was left.
 
 `read_link` turns a link's parameters into settings and a message for each value it could not
-use (that setting keeps its default: a link never breaks the page). `link_query` writes the
-current settings back as a query string; the page adds its own address and copies the link.
+use (that setting keeps its default: a link never breaks the page). A link's pair gets a prompt it
+can read, as when a visitor picks the pair: the link's own, else the page's, else the pair's example.
+`link_query` writes the current settings back as a query string, without a prompt the pair cannot
+read; the page adds its own address and copies the link.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from spectr_gbv.pairs import PAIRS
 
 from ..serving.limits import check_block
 from . import private
+from .inputs import pair_reads, prompt_for_pair
 from .settings import MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_TEMPERATURE, check_method, check_prompt, number, shown
 
 # Tab names as the page shows them -> the ids of app.build_demo's tabs (a link names the id).
@@ -57,8 +60,12 @@ def lesson_steps() -> int:
     return len(lesson_try.try_its())
 
 
-def read_link(params: Mapping[str, object]) -> tuple[dict[str, object], list[str]]:
-    """(settings this link sets, one message per value it cannot use). Never raises."""
+def read_link(params: Mapping[str, object], prompt_now: str | None = None) -> tuple[dict[str, object], list[str]]:
+    """(settings this link sets, one message per value it cannot use). Never raises.
+
+    With a pair, the prompt is one it reads: the link's, if the pair reads it; else the pair's prompt rule
+    (`inputs.prompt_for_pair`) applied to `prompt_now`, the page's prompt (a link with no prompt) or to
+    nothing (the pair's example)."""
     values: dict[str, object] = {}
     problems: list[str] = []
     for key, raw in params.items():
@@ -85,6 +92,16 @@ def read_link(params: Mapping[str, object]) -> tuple[dict[str, object], list[str
                 values[key] = _tab(raw)
         except ValueError as error:
             problems.append(f"{key}: {error}; the default is used")
+    if "pair" in values:
+        given = values.get("prompt")
+        if given is not None and not pair_reads(values["pair"], given):
+            problems.append(f"prompt: the pair {values['pair']} cannot read it (not its words); its own prompt is used")
+            given = None
+        if given is None:
+            prompt = prompt_for_pair(values["pair"], "" if "prompt" in values else prompt_now)
+            values.pop("prompt", None)
+            if prompt.strip() and prompt != prompt_now:
+                values["prompt"] = prompt
     if "K" in values or "L" in values:
         try:
             check_block(int(values.get("K", 1)), int(values.get("L", 1)))
@@ -96,14 +113,23 @@ def read_link(params: Mapping[str, object]) -> tuple[dict[str, object], list[str
 
 def link_query(pair, prompt, method, num_drafts, draft_length, temperature, seed, presentation=None, step=None,
                tab_name=None) -> str:
-    """'?pair=...&...' for the current settings (what the page shows; a value it cannot read is left out).
+    """'?pair=...&...' for the current settings (what the page shows; a value it cannot read is left out, and so
+    is a prompt the pair cannot read: the link's pair then brings its own).
 
     `presentation`: the checkbox; `step`: the Lesson's step shown (its number, or "" when the page has none)."""
     raw = {"pair": pair, "prompt": prompt, "method": method, "K": num_drafts, "L": draft_length, "T": temperature,
            "seed": seed, "tab": TABS.get(str(tab_name).strip(), ""),
            "present": "1" if presentation is True else "0" if presentation is False else "", "step": step}
     text = {key: _as_text(value) for key, value in raw.items()}
+    if text["prompt"] and text["pair"]:
+        try:
+            if not pair_reads(text["pair"], text["prompt"]):
+                text["prompt"] = ""
+        except ValueError:  # an unknown pair: read_link leaves it out
+            pass
     values, _ = read_link({key: value for key, value in text.items() if value != ""})
+    if not text["prompt"]:
+        values.pop("prompt", None)  # the pair's own, which the link's reader gets anyway
     ordered = {key: _as_text(values[key]) for key in KEYS if key in values}
     return "?" + urlencode(ordered)
 
@@ -160,10 +186,10 @@ def build_link_controls() -> tuple[gr.Button, gr.Textbox, gr.Textbox, gr.Textbox
     return button, link, tab_name, step_name
 
 
-def restored(params: Mapping[str, object], order: list[str]) -> tuple:
+def restored(params: Mapping[str, object], order: list[str], prompt_now: str | None = None) -> tuple:
     """The updates a link's parameters make: the controls in `order`, the tabs, presentation mode, the
-    Lesson's step, and the note on what the link could not set."""
-    values, problems = read_link(params)
+    Lesson's step, and the note on what the link could not set (`prompt_now`: the page's prompt)."""
+    values, problems = read_link(params, prompt_now if isinstance(prompt_now, str) else None)
     updates = [gr.update(value=values[k]) if k in values else gr.skip() for k in order]
     selected = gr.Tabs(selected=values["tab"]) if "tab" in values else gr.skip()
     present = gr.update(value=values["present"]) if "present" in values else gr.skip()
@@ -180,10 +206,10 @@ def wire(demo: gr.Blocks, tabs: gr.Tabs, note: gr.Markdown, controls: dict, butt
     order = ["pair", "prompt", "method", "K", "L", "T", "seed"]
     settings = [controls[k] for k in order]
 
-    def restore(request: gr.Request):
-        return restored(dict(request.query_params) if request is not None else {}, order)
+    def restore(prompt_now, request: gr.Request):
+        return restored(dict(request.query_params) if request is not None else {}, order, prompt_now)
 
-    private.on(demo.load, restore, None, [*settings, tabs, presentation, walkthrough, note], queue=False)
+    private.on(demo.load, restore, controls["prompt"], [*settings, tabs, presentation, walkthrough, note], queue=False)
     # The link is completed in the browser only (no Python function: the gate refuses it over the API).
     private.on(button.click, link_query, [*settings, presentation, step_name, tab_name], link, js=SELECTED_TAB_JS,
                queue=False).then(None, link, link, js=COMPLETE_LINK_JS, api_visibility="private")

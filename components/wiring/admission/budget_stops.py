@@ -31,7 +31,6 @@ ADVICE = {"generate": "ask for fewer tokens", "race": "ask for fewer tokens",
           "compare": "ask for fewer tokens, methods or repeats",
           "sweep": "ask for fewer tokens, methods, values or repeats",
           "fidelity": "ask for fewer runs or tokens compared"}
-PRESSED_STOP = "you pressed Stop"
 
 
 class StopPressed(BudgetSpent):
@@ -57,8 +56,9 @@ class Ticker:
                 self.runs, self.current = self.runs + 1, []
             self.current.append(step)  # before the tick: an iteration that ran past the budget has still finished
         self.budget.tick()
-        if self.session is not None and STOPS.take(self.session):
-            raise StopPressed(PRESSED_STOP)
+        reason = STOPS.take(self.session) if self.session is not None else None
+        if reason:
+            raise StopPressed(reason)
 
     def tokens(self) -> list[int]:
         return [t for it in self.current for t in it.emitted]
