@@ -160,8 +160,9 @@ def test_the_race_streams_both_lanes_inside_the_window(browser, url, screenshots
     tokens = [int(lane.get_attribute("data-tokens")) for lane in lanes]
     assert lanes[0].get_attribute("data-method") == "ar"
     assert tokens[0] == tokens[1] == calls[0] > calls[1]  # plain decoding: a call per token; the method: fewer
-    for lane, call in zip(lanes, calls):
-        assert f"{call} target call" in element(browser, f"#race-board .race-lane[data-method='{lane.get_attribute('data-method')}'] .race-stats").text
+    for lane, call in zip(lanes, calls):  # each lane's numbers appear as the replay reaches its finish
+        stats = f"#race-board .race-lane[data-method='{lane.get_attribute('data-method')}'] .race-stats"
+        wait_until(browser, lambda d: f"{call} target call" in element(d, stats).text, f"{stats} at its finish")
     assert "first across the line" in element(browser, "#race-line").text
     assert no_sideways_scroll(browser)
     browser.save_screenshot(str(screenshots / f"race-{width}x{height}.png"))
