@@ -78,6 +78,7 @@ def build_demo(default_pair: str = DEFAULT_KEY, default_prompt: str = EXAMPLES[0
                    walkthrough=page.tab_handles.lesson.walkthrough)
         screens.wire(demo, side.box)
         classroom.wire(page, side.class_button)
+        classroom.wire(page, page.tab_handles.lesson.class_button)
         for view in (generate, explorer, compare, race, sweep, grid_view, fidelity, lesson, playground, sidebar,
                      repeats_sizing):
             view.wire_events(page)

@@ -5,7 +5,8 @@ Read from the rendered page (bounding rectangles, scrollWidth against clientWidt
 and "Start a class" sit on the sidebar's first screen; the chosen pair's whole name and every example
 prompt are shown, wrapped, not cut; the explorer's chart keeps its width (beside the grid where both fit,
 else under it) with its title whole, and its text grows in presentation mode; the Race's two lanes
-stream to the finish inside the window; Start a class sets the Lesson up. The app runs on the Toy world
+stream to the finish inside the window; Start a class sets the Lesson up, closes the sidebar and leaves
+the first try-it on the first screen, also from the Lesson's own button with the sidebar closed. The app runs on the Toy world
 (a link sets it), opened on the offline default pair, whose name is the longest, and loads no model.
 """
 
@@ -132,6 +133,9 @@ def test_the_explorers_chart_keeps_its_width_and_its_title_and_grows_for_a_proje
     assert no_sideways_scroll(browser)
     browser.save_screenshot(str(screenshots / f"explorer-{width}x{height}.png"))
     if presentation:  # the chart's text is larger than the same chart's without presentation mode
+        toolbar = "#distribution-plot .modebar-container"
+        shown = "return getComputedStyle(document.querySelector(arguments[0])).display"
+        assert browser.execute_script(shown, toolbar) == "none"  # no toolbar over the title on a projector
         set_presentation(browser, False)
         wait_until(browser, lambda d: chart_text(d)["tick"]["height"] < chart["tick"]["height"], "the chart back")
         plain = chart_text(browser)
@@ -185,4 +189,20 @@ def test_start_a_class_sets_the_lesson_up_at_every_size(browser, url, width, hei
     assert value("input[aria-label='Method (Generate, Fidelity, Race)']") == "SD"
     assert pair_name(browser) == PAIRS[TOY_KEY].label
     assert rect(browser, element(browser, "#lesson-step-1"))["top"] < tall
+    wait_until(browser, lambda d: rect(d, element(d, ".sidebar"))["right"] <= 0, "the sidebar closed after it")
+    try_it = element(browser, "#lesson-try-1")
+    assert on_screen(browser, try_it) and rect(browser, try_it)["bottom"] <= tall, "the first try-it needs a scroll"
     assert no_sideways_scroll(browser)
+
+
+def test_on_a_projector_with_the_sidebar_closed_the_lesson_starts_a_class(browser, url):
+    open_at(browser, url + "?tab=lesson", *PROJECTOR, presentation=True, sidebar=False)
+    _, tall = viewport(browser)
+    button = element(browser, "#lesson-start-class")
+    assert on_screen(browser, button) and rect(browser, button)["bottom"] <= tall
+    button.click()
+    wait_until(browser, lambda d: element(d, "#num-drafts input[type='number']").get_attribute("value") == "1", "K = 1")
+    assert pair_name(browser) == PAIRS[TOY_KEY].label
+    try_it = element(browser, "#lesson-try-1")
+    assert on_screen(browser, try_it) and rect(browser, try_it)["bottom"] <= tall, "the first try-it needs a scroll"
+    assert rect(browser, element(browser, ".sidebar"))["right"] <= 0  # still closed

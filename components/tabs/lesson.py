@@ -17,6 +17,7 @@ import gradio as gr
 
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET, decode
 
+from ..wiring import classroom
 from . import lesson_drafts, lesson_try
 from .about import lossy_rows
 from .lesson_try import playground_values
@@ -103,6 +104,7 @@ PRESS_JS = """() => {{
 class LessonTab:
     walkthrough: gr.Walkthrough
     try_buttons: dict[int, gr.Button]  # by step
+    class_button: gr.Button  # "Start a class", as the sidebar's
 
 
 def build(page) -> None:
@@ -110,21 +112,24 @@ def build(page) -> None:
     texts = step_texts()
     last = max(texts)
     buttons = {}
-    with gr.Tab("Lesson", id="lesson"), gr.Walkthrough(selected=1, elem_id="lesson") as walkthrough:
-        for step, (title, body) in texts.items():
-            with gr.Step(title, id=step, elem_id=f"lesson-step-{step}"):
-                gr.Markdown(body)
-                with gr.Row():
-                    back = gr.Button("◀ back", size="sm", interactive=step > 1, elem_id=f"lesson-back-{step}")
-                    buttons[step] = gr.Button(lesson_try.try_its()[step].label, size="sm", variant="secondary",
-                                              elem_id=f"lesson-try-{step}")
-                    forward = gr.Button("next ▶" if step < last else "start again", size="sm", variant="primary",
-                                        elem_id=f"lesson-next-{step}")
-                back.click(lambda s=step: gr.Walkthrough(selected=max(s - 1, 1)), None, walkthrough,
-                           api_visibility="private", queue=False)
-                forward.click(lambda s=step: gr.Walkthrough(selected=s + 1 if s < last else 1), None, walkthrough,
-                              api_visibility="private", queue=False)
-    page.tab_handles.lesson = LessonTab(walkthrough, buttons)
+    with gr.Tab("Lesson", id="lesson"):
+        # Also at the top of the Lesson: the sidebar's button is out of sight where the sidebar starts closed.
+        class_button = classroom.build("lesson-start-class")
+        with gr.Walkthrough(selected=1, elem_id="lesson") as walkthrough:
+            for step, (title, body) in texts.items():
+                with gr.Step(title, id=step, elem_id=f"lesson-step-{step}"):
+                    gr.Markdown(body)
+                    with gr.Row():
+                        back = gr.Button("◀ back", size="sm", interactive=step > 1, elem_id=f"lesson-back-{step}")
+                        buttons[step] = gr.Button(lesson_try.try_its()[step].label, size="sm", variant="secondary",
+                                                  elem_id=f"lesson-try-{step}")
+                        forward = gr.Button("next ▶" if step < last else "start again", size="sm", variant="primary",
+                                            elem_id=f"lesson-next-{step}")
+                    back.click(lambda s=step: gr.Walkthrough(selected=max(s - 1, 1)), None, walkthrough,
+                               api_visibility="private", queue=False)
+                    forward.click(lambda s=step: gr.Walkthrough(selected=s + 1 if s < last else 1), None, walkthrough,
+                                  api_visibility="private", queue=False)
+    page.tab_handles.lesson = LessonTab(walkthrough, buttons, class_button)
 
 
 def wire_events(page) -> None:

@@ -2,7 +2,9 @@
 
 The button sets the Toy world (with the Lesson's prompt), SD with K = 1 and L = 3 (the settings
 the Lesson's first steps assume), turns presentation mode on and opens the Lesson at its first
-step. A shared link carries the same things (components.wiring.share: `present`, `step`, `tab`), so
+step, and closes the sidebar (at 1024 px it pushed the first try-it below the fold). The button
+stands at the top of the sidebar and at the top of the Lesson (where the sidebar starts closed, the
+sidebar's is out of sight). A shared link carries the same things (components.wiring.share: `present`, `step`, `tab`), so
 a teacher can also hand out the class as a link.
 """
 
@@ -48,14 +50,24 @@ def start_class() -> ClassStart:
                       walkthrough=gr.Walkthrough(selected=chosen["step"]))
 
 
-def build() -> gr.Button:
-    return gr.Button("Start a class", size="sm", variant="secondary", elem_id="start-class")
+# Closes the sidebar where it is open (Gradio's own toggle), before the settings change.
+CLOSE_SIDEBAR_JS = """() => {
+  const side = document.querySelector('.sidebar');
+  const toggle = document.querySelector("button[aria-label='Toggle Sidebar']");
+  if (side && toggle && side.getBoundingClientRect().right > 0) toggle.click();
+  return [];
+}"""
+
+
+def build(elem_id: str = "start-class") -> gr.Button:
+    return gr.Button("Start a class", size="sm", variant="secondary", elem_id=elem_id)
 
 
 def wire(page, button: gr.Button) -> None:
-    """The button sets the page's controls (their own change events then cap the sliders and switch the look)."""
+    """The button closes the sidebar and sets the page's controls (their own change events then cap the sliders
+    and switch the look)."""
     controls = page.controls
     outputs = {"pair": controls["pair"], "prompt": controls["prompt"], "method": controls["method"],
                "K": controls["K"], "L": controls["L"], "presentation": page.sidebar.presentation, "tabs": page.tabs,
                "walkthrough": page.tab_handles.lesson.walkthrough}
-    private.on(button.click, start_class, None, outputs, queue=False, show_progress="hidden")
+    private.on(button.click, start_class, None, outputs, js=CLOSE_SIDEBAR_JS, queue=False, show_progress="hidden")
