@@ -151,7 +151,8 @@ class Race:
         return run_record(lane.config, self.prompt_ids, lane.iterations[:iterations], self.eos)
 
     def views(self, whole: bool = False) -> list[LaneView]:
-        """Each side as it stood at `now` (`whole`: everything it has done)."""
+        """Each side as it stood at `now`; `whole`: everything it has done, and paced by target calls, as a replay
+        (each iteration's moment on its clock, for the page to play)."""
         views, now = [], self.now
         for side, lane in self.lanes.items():
             count = lane.target_calls if whole else lane.shown(now)
@@ -161,7 +162,7 @@ class Race:
                                   lane.ends[count - 1] if count else 0.0, lane.config.max_new_tokens,
                                   self._finish_words(lane) if crossed else None,
                                   fresh=not crossed,  # its latest call outlined while it races
-                                  appear_at=None if self.timed else lane.ends[:count]))
+                                  appear_at=lane.ends[:count] if whole and not self.timed else None))
         return views
 
     def _finish_words(self, lane: Lane) -> str:
