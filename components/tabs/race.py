@@ -212,9 +212,9 @@ class Raced(NamedOutputs):
     data: object = skip()  # the summary (JSON), at the end
 
 
-def _standing(race: Race, method: str) -> str:
-    """Where both sides stood at the frame's moment (`Race.now`), and who crossed the line first."""
-    plain, spec = race.views()
+def _standing(race: Race, method: str, views: list[LaneView]) -> str:
+    """Where both sides stood at the frame's moment (`Race.now`: `views`), and who crossed the line first."""
+    plain, spec = views
     moment = f"at {race.now:.2f} s of each side's own time: " if race.timed else ""
     text = (f"{moment}AR {plain.tokens} tokens in {plain.record.target_calls} target calls, "
             f"{method_name(method)} {spec.tokens} tokens in {spec.record.target_calls} target calls")
@@ -257,8 +257,9 @@ def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature,
         for _turn in race.turns():  # no progress bar: it would cover the lanes
             budget.tick()
             if streams_live(pair):
-                yield Raced(race_html(race.views(), pair.spelled, note, timed=timed),
-                            header_line(**heading) + _standing(race, method))
+                views = race.views()
+                yield Raced(race_html(views, pair.spelled, note, timed=timed),
+                            header_line(**heading) + _standing(race, method, views))
             reason = STOPS.take(session)
             if reason:
                 stop = Stop(sum(lane.tokens for lane in race.lanes.values()), total, "tokens (both sides)", reason)
@@ -271,8 +272,9 @@ def race_stream(pair_key, prompt, method, num_drafts, draft_length, temperature,
     if not timed:
         for side in race.lanes:
             summary[side] |= {"seconds": UNTIMED_NOTE, "tokens_per_second": UNTIMED_NOTE}
-    yield Raced(race_html(race.views(whole=True), pair.spelled, note, timed=timed),
-                header_line(**heading, stop=stop) + _standing(race, method), summary)
+    views = race.views(whole=True)
+    yield Raced(race_html(views, pair.spelled, note, timed=timed),
+                header_line(**heading, stop=stop) + _standing(race, method, views), summary)
 
 
 def streams_live(pair) -> bool:

@@ -121,15 +121,9 @@ def link_query(pair, prompt, method, num_drafts, draft_length, temperature, seed
            "seed": seed, "tab": TABS.get(str(tab_name).strip(), ""),
            "present": "1" if presentation is True else "0" if presentation is False else "", "step": step}
     text = {key: _as_text(value) for key, value in raw.items()}
-    if text["prompt"] and text["pair"]:
-        try:
-            if not pair_reads(text["pair"], text["prompt"]):
-                text["prompt"] = ""
-        except ValueError:  # an unknown pair: read_link leaves it out
-            pass
     values, _ = read_link({key: value for key, value in text.items() if value != ""})
-    if not text["prompt"]:
-        values.pop("prompt", None)  # the pair's own, which the link's reader gets anyway
+    if values.get("prompt") != text["prompt"]:
+        values.pop("prompt", None)  # read_link gave the pair its own prompt: the link's reader gets it anyway
     ordered = {key: _as_text(values[key]) for key in KEYS if key in values}
     return "?" + urlencode(ordered)
 

@@ -148,7 +148,7 @@ def mixture_lp(s: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     maximise sum t subject to t(x) <= lambda . s(x), t(x) <= b(x), lambda >= 0, sum lambda = 1.
     Returns the solution (None if HiGHS finds no optimum).
 
-    Exactly what `linprog(..., method="highs-ds")` solves and returns (tests/test_as_bv_lp.py
+    Exactly what `linprog(..., method="highs-ds")` solves and returns (tests/test_as_bv_fast.py
     checks the two bit for bit), handed to the HiGHS bundled with scipy directly: linprog
     spends two thirds of a small LP's 3 ms checking its inputs and options, and a class's
     Toy-world runs solve hundreds of these LPs. Where that binding is missing (another scipy),
