@@ -5,6 +5,9 @@ matter; and nothing is held once every sibling has its slice."""
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import pytest
 import torch
 
@@ -69,12 +72,47 @@ def test_the_siblings_may_be_called_in_any_order_and_a_new_input_is_a_new_produc
     assert torch.equal(parent.q_proj(x), alone["q_proj"](x))
 
 
+def test_threads_sharing_a_group_each_get_their_own_inputs_slices():
+    """One model serves several visitors at once: siblings called from many threads, each with its
+    own input, in any interleaving, each get their input's slice (a shared `parts` once crashed
+    here, and could hand a thread another's slice)."""
+    torch.manual_seed(2)
+    linears = [torch.nn.Linear(32, n, bias=False) for n in (8, 4, 4)]
+    alone = [cpu_kernel.Fp16WeightLinear(linear) for linear in linears]
+    group = FusedGroup(linears)
+    inputs = [torch.randn(2, 32) for _ in range(8)]
+    expected = [[a(x) for a in alone] for x in inputs]
+    wrong, errors = [], []
+
+    def visitor(which):
+        try:
+            for round_ in range(300):
+                order = (0, 1, 2) if (round_ + which) % 2 else (2, 0, 1)
+                for index in order:
+                    if not torch.equal(group.part(inputs[which], index), expected[which][index]):
+                        wrong.append((which, index))
+        except Exception as exc:  # noqa: BLE001 - the assertion below reports it
+            errors.append(repr(exc))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    try:
+        threads = [threading.Thread(target=visitor, args=(i,)) for i in range(len(inputs))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == [] and wrong == []
+
+
 def test_the_group_holds_no_tensor_after_a_forward(tiny_path):
     model = cpu_kernel.apply_kernel(fp32(tiny_path), "fp16-weights")
     with torch.inference_mode():
         model(torch.tensor([[2, 3, 4]]))
     groups = {m.group for m in model.modules() if isinstance(m, FusedMember)}
-    assert groups and all(g.input is None and g.parts is None for g in groups)
+    assert groups and all(g.last is None for g in groups)
 
 
 def test_linears_of_other_kinds_or_input_sizes_are_left_alone():

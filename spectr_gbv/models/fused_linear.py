@@ -36,23 +36,29 @@ class FusedGroup:
     """The packed weights of sibling Linears, and the last input's product while its slices are taken.
 
     `product` computes the siblings' outputs side by side; by default their fp16-weight GEMM (the
-    `int4` kernel hands in its own, `int4_linear.Int4Linear` of the stacked Q4_1 blocks)."""
+    `int4` kernel hands in its own, `int4_linear.Int4Linear` of the stacked Q4_1 blocks).
+
+    One model serves several visitors' threads at once, so the last product is one record,
+    `(input, slices, taken)`, read once and replaced whole: a thread never pairs its input with
+    another thread's slices, and two threads in one layer at once cost a recomputation, never a
+    wrong slice (the record holds its input, so no other tensor can take that input's identity)."""
 
     def __init__(self, linears: list[torch.nn.Linear], product: torch.nn.Module | None = None):
         self.sizes = [linear.out_features for linear in linears]
         self.product = Fp16WeightLinear.side_by_side(linears) if product is None else product
         self.done = (1 << len(linears)) - 1
-        self.input = self.parts = None
-        self.taken = 0
+        self.last: tuple[torch.Tensor, tuple[torch.Tensor, ...], int] | None = None
 
     def part(self, x: torch.Tensor, index: int) -> torch.Tensor:
-        if self.parts is None or self.input is not x:
-            self.input, self.parts, self.taken = x, self.product(x).split(self.sizes, dim=-1), 0
-        part = self.parts[index]
-        self.taken |= 1 << index
-        if self.taken == self.done:  # every sibling has its slice: hold nothing past this layer
-            self.input = self.parts = None
-        return part
+        last = self.last
+        if last is None or last[0] is not x:
+            slices, taken = self.product(x).split(self.sizes, dim=-1), 0
+        else:
+            _, slices, taken = last
+        taken |= 1 << index
+        # Every sibling has its slice: hold nothing past this layer.
+        self.last = None if taken == self.done else (x, slices, taken)
+        return slices[index]
 
 
 class FusedMember(torch.nn.Module):
