@@ -352,3 +352,61 @@ def test_padding_hides_the_pads_from_every_real_row_and_each_pad_sees_only_itsel
     for row in range(7, width):
         assert visible[row].nonzero().flatten().tolist() == [past + row]
     assert torch.equal(padded_ids[0, :7], ids[0]) and torch.equal(padded_positions[0, :7], positions[0])
+
+
+def test_cuda_graph_replays_take_turns_and_hand_back_copies():
+    """A CUDA graph writes every replay's outputs into the same memory: one visitor's replay must
+    not overwrite another's before it reads them. A stand-in graph with one output buffer, called
+    from many threads with a tiny switch interval: each thread reads its own input back."""
+    import sys
+
+    buffer = torch.zeros(4)
+    held = []
+
+    def graphed(x, extra):
+        held.append(compiled.CUDA_GRAPH_REPLAY.locked())
+        buffer.copy_(x)
+        for _ in range(20):  # room for another thread to run mid-replay
+            pass
+        return buffer, buffer * 0 + extra
+
+    replay = compiled.one_replay_at_a_time(graphed)
+    wrong = []
+
+    def visitor(i):
+        x = torch.full((4,), float(i))
+        for _ in range(200):
+            out, other = replay(x, i)
+            if out.data_ptr() == buffer.data_ptr() or not torch.equal(out, x) or not torch.equal(other, x):
+                wrong.append(i)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=visitor, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert wrong == [] and all(held) and len(held) == 1200
+    assert replay(torch.ones(4), 1)[0].data_ptr() != buffer.data_ptr()
+
+
+def test_the_static_cache_pool_takes_back_a_cache_from_a_finalizer_in_a_thread_holding_its_lock(tiny_dirs):
+    """A session's cache goes back to the pool from a weakref finalizer, which garbage collection
+    may run in a thread that holds the pool's lock: that must not deadlock."""
+    target, _ = load(tiny_dirs)
+    switch = compiled.CompiledStep(target.model, capacity=16)
+    cache = switch.new_cache()
+    done = threading.Event()
+
+    def give_back_inside_the_lock():
+        with switch._pool_lock:
+            switch._give_back(cache)
+        done.set()
+
+    threading.Thread(target=give_back_inside_the_lock, daemon=True).start()
+    assert done.wait(10), "the pool's lock is not reentrant"
+    assert switch.new_cache() is cache

@@ -107,6 +107,30 @@ def test_threads_sharing_a_group_each_get_their_own_inputs_slices():
     assert errors == [] and wrong == []
 
 
+def test_a_compiled_forward_does_not_recompile_when_an_eager_forward_is_mid_layer():
+    """Compiled and eager forwards of one target run in different threads at once (a compiled
+    step beside a prefill): the compiled graph must not guard on the eager forwards' record."""
+    from torch._dynamo.testing import CompileCounter
+
+    torch.manual_seed(3)
+    parent = torch.nn.Module()
+    for name, n in (("q_proj", 8), ("k_proj", 4), ("v_proj", 4)):
+        setattr(parent, name, torch.nn.Linear(16, n))
+    fuse_sibling_linears(parent)
+    counter = CompileCounter()
+    torch._dynamo.reset()
+    layer = torch.compile(lambda x: parent.q_proj(x).sum() + parent.k_proj(x).sum() + parent.v_proj(x).sum(),
+                          backend=counter)
+    x, y = torch.randn(2, 16), torch.randn(2, 16)
+    first = layer(x)
+    parent.q_proj(y)  # an eager forward in another thread, stopped after its first sibling
+    assert parent.q_proj.group.last is not None
+    again = layer(x)
+    torch._dynamo.reset()
+    assert counter.frame_count == 1 and torch.equal(first, again)
+    assert parent.q_proj.group.traced_last is None
+
+
 def test_the_group_holds_no_tensor_after_a_forward(tiny_path):
     model = cpu_kernel.apply_kernel(fp32(tiny_path), "fp16-weights")
     with torch.inference_mode():

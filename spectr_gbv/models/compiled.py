@@ -123,14 +123,27 @@ def compile_step(base: torch.nn.Module) -> Callable:
     device = next(base.parameters()).device
     if device.type != "cuda":
         return torch.compile(eager_step(base), dynamic=False)
-    graphed = torch.compile(eager_step(base), mode="reduce-overhead", dynamic=False)
+    return one_replay_at_a_time(torch.compile(eager_step(base), mode="reduce-overhead", dynamic=False))
 
-    def step(input_ids: torch.Tensor, cache) -> torch.Tensor:
-        # each call a new step: the last call's output (already read by the head) may be overwritten
-        torch.compiler.cudagraph_mark_step_begin()
-        return graphed(input_ids, cache)
 
-    return step
+# CUDA graphs recorded by torch.compile share one memory pool and one tree of recordings per
+# device, driven without a lock: a replay in one visitor's thread may overwrite the outputs of
+# another's before that thread read them. So replays take turns, and each hands back copies.
+CUDA_GRAPH_REPLAY = threading.Lock()
+
+
+def one_replay_at_a_time(graphed: Callable) -> Callable:
+    """`graphed` (a CUDA-graph compiled callable) called as one new step at a time, under
+    `CUDA_GRAPH_REPLAY`, returning copies of its tensor outputs (a tensor or a tuple of them):
+    the next replay, in any thread, reuses the graph's output memory."""
+
+    def replay(*args):
+        with CUDA_GRAPH_REPLAY:
+            torch.compiler.cudagraph_mark_step_begin()
+            out = graphed(*args)
+            return tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
+
+    return replay
 
 
 def _reason(error: BaseException) -> str:
@@ -155,7 +168,9 @@ class CompiledStep:
         self.reason: str | None = None
         self.compiling = False
         self._pool: list = []
-        self._pool_lock = threading.Lock()
+        # Reentrant: `_give_back` runs from a weakref finalizer, which garbage collection may call
+        # in a thread that holds the lock already.
+        self._pool_lock = threading.RLock()
 
     @property
     def mode(self) -> str:

@@ -76,14 +76,9 @@ def compile_scorer(base: torch.nn.Module, width: int, layers: tuple[int, ...]) -
     device = next(base.parameters()).device
     if device.type != "cuda":
         return torch.compile(eager_scorer(base, layers), dynamic=False)
-    graphed = torch.compile(eager_scorer(base, layers), mode="reduce-overhead", dynamic=False)
+    from .compiled import one_replay_at_a_time
 
-    def score(ids, mask, positions, cache):
-        torch.compiler.cudagraph_mark_step_begin()
-        hidden, features = graphed(ids, mask, positions, cache)
-        return hidden, features.clone()  # features outlive the next replay (the commit reads them)
-
-    return score
+    return one_replay_at_a_time(torch.compile(eager_scorer(base, layers), mode="reduce-overhead", dynamic=False))
 
 
 def padded_inputs(ids: torch.Tensor, positions: torch.Tensor, recent_mask: torch.Tensor, past: int, width: int,

@@ -48,16 +48,24 @@ class FusedGroup:
         self.product = Fp16WeightLinear.side_by_side(linears) if product is None else product
         self.done = (1 << len(linears)) - 1
         self.last: tuple[torch.Tensor, tuple[torch.Tensor, ...], int] | None = None
+        # What torch.compile traces reads and writes its own record: a compiled graph guards on the
+        # record being empty, and an eager forward in another thread (a prefill, a wide scoring
+        # forward) leaves `last` set mid-layer, which would fail the guard and recompile.
+        self.traced_last: tuple[torch.Tensor, tuple[torch.Tensor, ...], int] | None = None
 
     def part(self, x: torch.Tensor, index: int) -> torch.Tensor:
-        last = self.last
+        tracing = torch.compiler.is_compiling()
+        last = self.traced_last if tracing else self.last
         if last is None or last[0] is not x:
             slices, taken = self.product(x).split(self.sizes, dim=-1), 0
         else:
             _, slices, taken = last
         taken |= 1 << index
-        # Every sibling has its slice: hold nothing past this layer.
-        self.last = None if taken == self.done else (x, slices, taken)
+        record = None if taken == self.done else (x, slices, taken)  # all slices taken: hold nothing past the layer
+        if tracing:
+            self.traced_last = record
+        else:
+            self.last = record
         return slices[index]
 
 
