@@ -164,7 +164,7 @@ def error_badges(driver) -> list[str]:
 
 @pytest.mark.parametrize("size", [WINDOW, NARROW], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_generate_is_busy_while_it_runs_and_a_failed_run_shows_its_message(browser, screenshots, monkeypatch, size):
-    slow_toy = slow_toy_pair(0.01)
+    slow_toy = slow_toy_pair(0.03)
     monkeypatch.setattr(inputs, "get_pair", lambda key, **kwargs: slow_toy)
     with running_app(default_pair="toy", default_prompt="the cat") as url:
         # after the page's load event, as the other browser tests start: clicked before it, the run failed to
@@ -172,9 +172,12 @@ def test_generate_is_busy_while_it_runs_and_a_failed_run_shows_its_message(brows
         open_page(browser, url, *size, presentation=False)
         assert generate_button(browser).is_enabled() and generate_button(browser).text == "Generate"
         generate_button(browser).click()
-        wait_for(browser, "#generate-output span.tok", at_least=2)  # a run going
-        button = generate_button(browser)
-        assert not button.is_enabled() and button.text == RUNNING  # a second click has nowhere to go, visibly
+        # A run going, and a second click has nowhere to go, visibly: both seen in one look at the page
+        # (two looks apart, a loaded machine saw the run end between them).
+        busy = ("const b = document.querySelector('#generate-button');"
+                "return [document.querySelectorAll('#generate-output span.tok').length, b.disabled, b.innerText.trim()];")
+        waiter(browser, TIMEOUT).until(lambda d: (lambda n, off, text: n >= 2 and off and text == RUNNING)(
+            *d.execute_script(busy)), message="tokens streaming while the button reads " + RUNNING)
         waiter(browser, TIMEOUT).until(lambda d: "block efficiency" in d.find_element(By.ID, "generate-metrics").text)
         waiter(browser, TIMEOUT).until(lambda d: generate_button(d).is_enabled(), message="Generate back")
         assert generate_button(browser).text == "Generate"
