@@ -174,7 +174,7 @@ def test_generate_is_busy_while_it_runs_and_a_failed_run_shows_its_message(brows
         generate_button(browser).click()
         # A run going, and a second click has nowhere to go, visibly: both seen in one look at the page
         # (two looks apart, a loaded machine saw the run end between them).
-        busy = ("const b = document.querySelector('#generate-button');"
+        busy = ("const b = document.querySelector('#generate-button'); if (!b) return [0, false, ''];"
                 "return [document.querySelectorAll('#generate-output span.tok').length, b.disabled, b.innerText.trim()];")
         waiter(browser, TIMEOUT).until(lambda d: (lambda n, off, text: n >= 2 and off and text == RUNNING)(
             *d.execute_script(busy)), message="tokens streaming while the button reads " + RUNNING)

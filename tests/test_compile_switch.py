@@ -371,6 +371,9 @@ def test_cuda_graph_replays_take_turns_and_hand_back_copies():
         return buffer, buffer * 0 + extra
 
     replay = compiled.one_replay_at_a_time(graphed)
+    replay(torch.zeros(4), 0)  # the first call compiles (the compile thread's check), outside the lock
+    assert held == [False]
+    held.clear()
     wrong = []
 
     def visitor(i):
@@ -392,6 +395,18 @@ def test_cuda_graph_replays_take_turns_and_hand_back_copies():
         sys.setswitchinterval(interval)
     assert wrong == [] and all(held) and len(held) == 1200
     assert replay(torch.ones(4), 1)[0].data_ptr() != buffer.data_ptr()
+
+
+def test_a_graph_compiling_does_not_hold_up_the_replays_of_others():
+    """A scoring bucket compiles in the background while sessions replay the graphs they use: its
+    first call must not wait for, or hold, the replays' lock."""
+    first_call = compiled.one_replay_at_a_time(lambda x: x + 1)
+    done = []
+    with compiled.CUDA_GRAPH_REPLAY:  # a visitor's replay going on
+        worker = threading.Thread(target=lambda: done.append(first_call(torch.zeros(2))), daemon=True)
+        worker.start()
+        worker.join(10)
+    assert len(done) == 1 and torch.equal(done[0], torch.ones(2))
 
 
 def test_the_static_cache_pool_takes_back_a_cache_from_a_finalizer_in_a_thread_holding_its_lock(tiny_dirs):

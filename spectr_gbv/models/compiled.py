@@ -135,13 +135,26 @@ CUDA_GRAPH_REPLAY = threading.Lock()
 def one_replay_at_a_time(graphed: Callable) -> Callable:
     """`graphed` (a CUDA-graph compiled callable) called as one new step at a time, under
     `CUDA_GRAPH_REPLAY`, returning copies of its tensor outputs (a tensor or a tuple of them):
-    the next replay, in any thread, reuses the graph's output memory."""
+    the next replay, in any thread, reuses the graph's output memory.
+
+    The first call compiles (seconds to minutes, in the compile thread's check, before any
+    session uses this callable) and is made outside the lock: a scoring bucket compiled in the
+    background must not hold up the replays of the graphs sessions already use."""
+    compiled = False
+
+    def call(args):
+        torch.compiler.cudagraph_mark_step_begin()
+        out = graphed(*args)
+        return tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
 
     def replay(*args):
+        nonlocal compiled
+        if not compiled:
+            out = call(args)
+            compiled = True
+            return out
         with CUDA_GRAPH_REPLAY:
-            torch.compiler.cudagraph_mark_step_begin()
-            out = graphed(*args)
-            return tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
+            return call(args)
 
     return replay
 

@@ -41,7 +41,8 @@ class FusedGroup:
     One model serves several visitors' threads at once, so the last product is one record,
     `(input, slices, taken)`, read once and replaced whole: a thread never pairs its input with
     another thread's slices, and two threads in one layer at once cost a recomputation, never a
-    wrong slice (the record holds its input, so no other tensor can take that input's identity)."""
+    wrong slice (the record holds its input, so no other tensor can take that input's identity).
+    After such a collision a record may stay until the group's next product (one per group)."""
 
     def __init__(self, linears: list[torch.nn.Linear], product: torch.nn.Module | None = None):
         self.sizes = [linear.out_features for linear in linears]
