@@ -192,3 +192,30 @@ def test_the_step_through_and_the_tree_at_three_sizes(browser, url, screenshots)
 
     resize(browser, *NARROW)
     check_explorer(browser, screenshots, "800")
+    check_predict_then_reveal(browser, screenshots)
+
+
+def check_predict_then_reveal(driver, screenshots) -> None:
+    """The box ticked, a test stage asks "kept or not?" with the coin and the verdict out of sight,
+    and one click on the fold shows them; unticked, the stage tells at once again."""
+    show_iteration(driver, 1)
+    click(driver, "explorer-step")  # the first test
+    wait_until(driver, lambda d: stage(d).get("kind") == "test", "the first test")
+    driver.execute_script("document.querySelector('#explorer-predict input').click()")
+    wait_until(driver, lambda d: stage(d).get("predict") == "true" and stage(d).get("stage") == "2", "the test, asked")
+    shown = """const s = document.querySelector('#explorer-steps .step-through');
+        const answer = s.querySelector('details.step-reveal p');
+        return {asked: s.querySelector('.step-ask').checkVisibility(),
+                fold: s.querySelector('details.step-reveal summary').checkVisibility(),
+                answer: answer.checkVisibility(), text: s.innerText};"""
+    before = driver.execute_script(shown)
+    assert before["asked"] and before["fold"] and not before["answer"]
+    assert "Kept or not?" in before["text"] and "η =" not in before["text"]
+    driver.save_screenshot(str(screenshots / "explorer-predict.png"))
+    summary = driver.find_element(By.CSS_SELECTOR, "#explorer-steps details.step-reveal summary")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", summary)
+    summary.click()
+    wait_until(driver, lambda d: d.execute_script(shown)["answer"], "the answer shown")
+    assert "η =" in driver.execute_script(shown)["text"]
+    driver.execute_script("document.querySelector('#explorer-predict input').click()")
+    wait_until(driver, lambda d: "predict" not in stage(d) and stage(d).get("stage") == "2", "the test, told")

@@ -332,3 +332,41 @@ def test_a_cut_iteration_counts_what_reached_the_output():
     assert "only the first 1 of these 2 token(s) are in the output" in final.body
     whole = stages(record(it.tests, 1, 0, "correction", drafts=((1, 2, 3, 4),)), decode, "as_bv_handoff")[-1]
     assert "emitted <b>2</b> token(s) into the output" in whole.body and "Cut" not in whole.body
+
+
+def test_predicting_folds_each_tests_coin_and_verdict_under_a_question_and_changes_nothing_else(runs):
+    """Predict, then reveal: a test stage shows the tokens, q and p, asks "kept or not?", and only
+    inside the folded part says the coin, h and whether the test passed; every other stage is as it was."""
+    from components.render.step_through import PREDICT_QUESTION, REVEAL
+
+    folded = 0
+    for (method, _), state in runs.items():
+        for it in state.record.iterations:
+            told = stages(it, state.token_text, method)
+            asked = stages(it, state.token_text, method, predict=True)
+            for plain, pause in zip(told, asked):
+                if plain.kind != "test":
+                    assert pause == plain
+                    continue
+                assert dict(pause.data)["predict"] == "true" and "predict" not in dict(plain.data)
+                before, after = pause.body.split(f"<summary>{REVEAL}</summary>")
+                assert PREDICT_QUESTION in before and "q = " in before and "p = " in before
+                verdict = re.search(r"the test <b>(passes|fails)</b>|so the test (passes|fails)|the record says it",
+                                    plain.body)
+                assert verdict and verdict.group(0) in after and verdict.group(0) not in before
+                assert "η" not in before  # the coin is part of the answer
+                folded += 1
+    assert folded > 50
+
+
+def test_the_predict_box_reaches_the_handlers(runs):
+    state = runs[("sd", 3)]
+    it = state.record.iterations[0]
+    assert it.tests
+    asked = explorer_inside.step(state, 1, 0, 1, True)  # the first test
+    told = explorer_inside.step(state, 1, 0, 1, False)
+    assert attribute(asked.steps, "kind") == "test" and 'class="step-reveal"' in asked.steps
+    assert 'class="step-reveal"' not in told.steps and asked.stage == told.stage == 1
+    again = explorer_inside.step(state, 1, 1, 0, True)  # the box ticked: the same stage, now asked
+    assert again.stage == 1 and again.steps == asked.steps
+    assert 'data-predict="true"' not in explorer_inside.follow(state, 1, True).steps  # the drafts: nothing to ask

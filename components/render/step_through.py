@@ -7,7 +7,9 @@ The stages, in the order the verifier worked:
    (SD's h is min(1, q/p); a block rule's h is the sub-block's), or h not computed because its
    bound omega was already <= eta. A block rule's failed test rejects no token by itself: the
    rule keeps the longest prefix that passes, and the stage says whether a longer one did.
-   AS-BV+H's offers at the stop of its check are named as its hand-off;
+   AS-BV+H's offers at the stop of its check are named as its hand-off. With "predict, then
+   reveal" on, a test shows the tokens, q and p, asks "kept or not?", and folds the coin and the
+   verdict under a click, for a class to commit to an answer first;
 3. the decision: the first failed test, and the tau it leaves (a block rule keeps its longest
    success, so a later test may still pass; AS-BV+H tells its hand-off);
 4. the distribution of the final token, in words for the rule shown, then its formula: SD's
@@ -231,7 +233,18 @@ def _handoff_words(it: IterationRecord, token_text: TokenText, found: Handoff,
     return f"hand-off: draft {k} offers “{token}”", paragraph, outcome, aside
 
 
-def _test_stage(it: IterationRecord, token_text: TokenText, j: int, method: str = "") -> Stage:
+PREDICT_QUESTION = "Kept or not? Decide before you reveal."
+REVEAL = "Reveal the test's result"
+
+
+def _reveal(question: str, answer: str) -> str:
+    """`answer` folded under a question until it is clicked open: a predict-then-reveal pause (plain HTML, so it
+    works in any browser and without a server round trip)."""
+    return (f'<p class="step-ask">{question}</p><details class="step-reveal"><summary>{REVEAL}</summary>'
+            f"{answer}</details>")
+
+
+def _test_stage(it: IterationRecord, token_text: TokenText, j: int, method: str = "", predict: bool = False) -> Stage:
     test = it.tests[j]
     end = test.start + test.length - 1
     tokens = token_text(it.draft_tokens[test.draft][test.start:end + 1])
@@ -249,15 +262,17 @@ def _test_stage(it: IterationRecord, token_text: TokenText, j: int, method: str 
         data = (*data, ("handoff", "true"))
     elif _is_block(method) and not test.accepted:
         words = _failed_prefix_words(it, j)
+    result = f"<p>{sentence}</p>" + (f"<p>{words}</p>" if words else "")
+    aside = (f'<p class="step-aside">At token {end + 1}: q = {shown_number(q)}, p = {shown_number(p)}, q/p = {ratio}. '
+             f"{what_h}</p>")
+    # Predicting: what the class can reason from (the tokens, q, p) first, the coin and the verdict folded away.
     body = (f"<p>Draft {test.draft + 1}, {_span(test)}: {html.escape(_quoted(tokens))}.</p>"
             + (f"<p>{offered}</p>" if offered else "")
-            + f"<p>{sentence}</p>"
-            + (f"<p>{words}</p>" if words else "")
-            + f'<p class="step-aside">At token {end + 1}: q = {shown_number(q)}, p = {shown_number(p)}, q/p = {ratio}. '
-            f"{what_h}</p>"
+            + (aside + _reveal(PREDICT_QUESTION, result) if predict else result + aside)
             + _drafts_table(it, token_text, {(test.draft, i) for i in range(test.start, end + 1)},
                             _test_marks(it.tests[:j])))
-    data = (("test", str(j + 1)), ("draft", str(test.draft + 1)), ("end", str(end + 1)), *data)
+    data = (("test", str(j + 1)), ("draft", str(test.draft + 1)), ("end", str(end + 1)), *data,
+            *((("predict", "true"),) if predict else ()))
     return Stage("test", title, body, test, data)
 
 
@@ -407,13 +422,16 @@ def _final_stage(it: IterationRecord, token_text: TokenText, method: str, cut_by
                        ("tau", str(it.num_accepted)), ("emitted", str(len(it.emitted)))))
 
 
-def stages(it: IterationRecord, token_text: TokenText, method: str = "", cut_by: str | None = None) -> list[Stage]:
-    """Every stage of the iteration, in order (`cut_by` names what cut a last iteration short, if anything)."""
+def stages(it: IterationRecord, token_text: TokenText, method: str = "", cut_by: str | None = None,
+           predict: bool = False) -> list[Stage]:
+    """Every stage of the iteration, in order (`cut_by` names what cut a last iteration short, if anything;
+    `predict` folds each test's result under "kept or not?")."""
     if not it.draft_tokens:
         return [Stage("drafts", "No drafts", "<p>Plain AR step: nothing is drafted, nothing verified; the target "
                       "samples one token.</p>", data=(("drafts", "0"),)),
                 _final_stage(it, token_text, method, cut_by)]
-    return [_drafts_stage(it, token_text), *(_test_stage(it, token_text, j, method) for j in range(len(it.tests))),
+    return [_drafts_stage(it, token_text),
+            *(_test_stage(it, token_text, j, method, predict) for j in range(len(it.tests))),
             _decision_stage(it, token_text, method), _distribution_stage(it, token_text, method),
             _final_stage(it, token_text, method, cut_by)]
 
@@ -424,9 +442,9 @@ def clamp_stage(it: IterationRecord, index) -> int:
 
 
 def step_through_html(it: IterationRecord, token_text: TokenText, method: str = "", index: int = 0,
-                      cut_by: str | None = None) -> str:
+                      cut_by: str | None = None, predict: bool = False) -> str:
     """Stage `index` (0-based, clamped) of the iteration, with its place among the stages."""
-    every = stages(it, token_text, method, cut_by)
+    every = stages(it, token_text, method, cut_by, predict)
     index = clamp_stage(it, index)
     stage = every[index]
     attributes = "".join(f' data-{name}="{html.escape(value)}"' for name, value in stage.data)

@@ -7,7 +7,6 @@ a new run) redraws the tree and starts the step-through over at its first stage.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import gradio as gr
@@ -44,23 +43,34 @@ def _iteration(state: RunState, index) -> tuple[object, str | None]:
 
 
 @user_errors
-def follow(state: RunState | None, index) -> Inside:
+def follow(state: RunState | None, index, predict=False) -> Inside:
     """The iteration the explorer shows: its tree, and the step-through at its first stage."""
     if not state:
         return Inside(EMPTY_STEPS, 0, EMPTY_TREE)
     it, cut_by = _iteration(state, index)
-    return Inside(step_through_html(it, state.token_text, state.record.config.method, 0, cut_by), 0,
+    return Inside(step_through_html(it, state.token_text, state.record.config.method, 0, cut_by, predict is True), 0,
                   draft_tree_html(it, state.token_text))
 
 
 @user_errors
-def step(state: RunState | None, index, stage, delta: int | None) -> Inside:
-    """One stage on (delta 1) or back (-1), or back to the first (None), clamped to the iteration's stages."""
+def step(state: RunState | None, index, stage, delta: int | None, predict=False) -> Inside:
+    """One stage on (delta 1) or back (-1), the same again (0), or back to the first (None), clamped to the
+    iteration's stages; `predict` folds a test's result under "kept or not?"."""
     if not state:
         return Inside(EMPTY_STEPS, 0)
     it, cut_by = _iteration(state, index)
     stage = 0 if delta is None else clamp_stage(it, number("the step", stage or 0, 0, MAX_STAGE) + delta)
-    return Inside(step_through_html(it, state.token_text, state.record.config.method, stage, cut_by), stage)
+    return Inside(step_through_html(it, state.token_text, state.record.config.method, stage, cut_by, predict is True),
+                  stage)
+
+
+def _stepper(delta: int | None):
+    """`step` as the page calls it: the explorer's state, iteration, stage and the predict box, in that order."""
+
+    def stepped(state, index, stage, predict):
+        return step(state, index, stage, delta, predict)
+
+    return stepped
 
 
 @dataclass
@@ -71,6 +81,7 @@ class InsideHandles:
     first_button: gr.Button
     back_button: gr.Button
     step_button: gr.Button
+    predict: gr.Checkbox  # predict, then reveal: each test asks "kept or not?" before its result
 
 
 def build() -> InsideHandles:
@@ -84,17 +95,22 @@ def build() -> InsideHandles:
                                         min_width=140)
                 step_button = gr.Button("step ▶", size="sm", elem_id="explorer-step", scale=0, min_width=100,
                                         variant="primary")
+                predict = gr.Checkbox(False, label="Predict, then reveal", elem_id="explorer-predict", scale=0,
+                                      min_width=220,
+                                      info="each test asks “kept or not?” before its result")
             steps = gr.HTML(EMPTY_STEPS, elem_id="explorer-steps", apply_default_css=False)
         with gr.Column(scale=2, min_width=240):
             tree = gr.HTML(EMPTY_TREE, elem_id="draft-tree", apply_default_css=False)
-    return InsideHandles(steps, gr.State(0), tree, first_button, back_button, step_button)
+    return InsideHandles(steps, gr.State(0), tree, first_button, back_button, step_button, predict)
 
 
 def wire_events(page, handles: InsideHandles, grid: gr.HTML, iteration: gr.Slider) -> None:
     state = page.run_state
     # The grid's change, not the slider's: a new run that opens on the same iteration number redraws the grid too.
-    private.on(grid.change, follow, [state, iteration],
+    private.on(grid.change, follow, [state, iteration, handles.predict],
                {"steps": handles.steps, "stage": handles.stage, "tree": handles.tree}, trigger_mode="always_last")
     outputs = {"steps": handles.steps, "stage": handles.stage}
+    inputs = [state, iteration, handles.stage, handles.predict]
     for button, delta in ((handles.first_button, None), (handles.back_button, -1), (handles.step_button, 1)):
-        private.on(button.click, functools.partial(step, delta=delta), [state, iteration, handles.stage], outputs)
+        private.on(button.click, _stepper(delta), inputs, outputs)
+    private.on(handles.predict.change, _stepper(0), inputs, outputs)  # the shown stage again, asked or told
