@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import sys
+import threading
 import time
 from collections import Counter
 
@@ -237,3 +239,18 @@ def two_drafts(seed: int, vocab: int, support: int, length: int, parting: int | 
             place = int((on == tokens[0, parting]).nonzero()[0, 0])
             tokens[1, parting] = on[place - 1]
     return VerifyInput.build(tokens, draft, target)  # shared prefixes get draft 0's rows
+
+
+def in_threads_switching_often(target, count: int) -> None:
+    """`target(i)` for i in 0..count-1, each in a thread of its own, the interpreter switching threads as
+    often as it allows (a race in shared state then shows in a few hundred rounds); returns when all end."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)

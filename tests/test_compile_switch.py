@@ -19,7 +19,7 @@ from spectr_gbv.models import compiled, compiled_scoring
 from spectr_gbv.models.hf import load_pair
 from spectr_gbv.models.hf_session import HFSession
 from spectr_gbv.models.static_session import StaticHFSession
-from helpers import one_torch_thread
+from helpers import in_threads_switching_often, one_torch_thread
 from tiny_models import save_tiny_llama
 
 pytestmark = pytest.mark.unit
@@ -358,7 +358,6 @@ def test_cuda_graph_replays_take_turns_and_hand_back_copies():
     """A CUDA graph writes every replay's outputs into the same memory: one visitor's replay must
     not overwrite another's before it reads them. A stand-in graph with one output buffer, called
     from many threads with a tiny switch interval: each thread reads its own input back."""
-    import sys
 
     buffer = torch.zeros(4)
     held = []
@@ -383,16 +382,7 @@ def test_cuda_graph_replays_take_turns_and_hand_back_copies():
             if out.data_ptr() == buffer.data_ptr() or not torch.equal(out, x) or not torch.equal(other, x):
                 wrong.append(i)
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=visitor, args=(i,)) for i in range(6)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    in_threads_switching_often(visitor, 6)
     assert wrong == [] and all(held) and len(held) == 1200
     assert replay(torch.ones(4), 1)[0].data_ptr() != buffer.data_ptr()
 

@@ -5,8 +5,6 @@ matter; and nothing is held once every sibling has its slice."""
 
 from __future__ import annotations
 
-import sys
-import threading
 
 import pytest
 import torch
@@ -14,6 +12,7 @@ import torch
 from spectr_gbv.models import cpu_kernel
 from spectr_gbv.models.fused_linear import FusedGroup, FusedMember, fuse_sibling_linears
 from spectr_gbv.models.hf import load_model
+from helpers import in_threads_switching_often
 from tiny_models import draft_steps, save_tiny_llama
 
 pytestmark = [pytest.mark.model,
@@ -94,16 +93,7 @@ def test_threads_sharing_a_group_each_get_their_own_inputs_slices():
         except Exception as exc:  # noqa: BLE001 - the assertion below reports it
             errors.append(repr(exc))
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
-    try:
-        threads = [threading.Thread(target=visitor, args=(i,)) for i in range(len(inputs))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    in_threads_switching_often(visitor, len(inputs))
     assert errors == [] and wrong == []
 
 
