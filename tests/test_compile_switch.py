@@ -358,7 +358,6 @@ def test_cuda_graph_replays_take_turns_and_hand_back_copies():
     """A CUDA graph writes every replay's outputs into the same memory: one visitor's replay must
     not overwrite another's before it reads them. A stand-in graph with one output buffer, called
     from many threads with a tiny switch interval: each thread reads its own input back."""
-
     buffer = torch.zeros(4)
     held = []
 

@@ -5,7 +5,6 @@ matter; and nothing is held once every sibling has its slice."""
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 

@@ -140,7 +140,7 @@ def one_replay_at_a_time(graphed: Callable) -> Callable:
     The first call compiles (seconds to minutes, in the compile thread's check, before any
     session uses this callable) and is made outside the lock: a scoring bucket compiled in the
     background must not hold up the replays of the graphs sessions already use."""
-    compiled = False
+    first_call_made = False
 
     def call(args):
         torch.compiler.cudagraph_mark_step_begin()
@@ -148,10 +148,10 @@ def one_replay_at_a_time(graphed: Callable) -> Callable:
         return tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
 
     def replay(*args):
-        nonlocal compiled
-        if not compiled:
+        nonlocal first_call_made
+        if not first_call_made:
             out = call(args)
-            compiled = True
+            first_call_made = True
             return out
         with CUDA_GRAPH_REPLAY:
             return call(args)
