@@ -49,7 +49,7 @@ def test_compare_returns_figures_and_coupled_data(client):
     side_by_side, *plots = outputs
     assert side_by_side.count('class="compare-column"') == len(methods) and "as released (lossy)" in side_by_side
     assert len(plots) == 6 and all(p is not None for p in plots)
-    assert data["coupled"] and data["leader"] == "spectr_gbv"
+    assert data["coupled"] and data["drafts_from"] == "spectr_gbv"
     assert [r["method"] for r in data["coupled_runs"]] == methods
     assert len({r["target_calls"] for r in data["coupled_runs"]}) == 1  # one shared trajectory
     # the Toy world is a lookup table: its wall-clock "speedup" would measure Python overhead, so none is given

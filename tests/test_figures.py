@@ -47,6 +47,17 @@ def test_compare_figures_have_one_trace_per_method(records):
     assert list(calls.y) == pytest.approx([1 / x["block_efficiency"] for x in s])
 
 
+def test_the_speedup_chart_says_tie_where_the_top_ranges_overlap():
+    """A leader that the next identical click may change is no leader: the chart names the tie."""
+    overlapping = {"sd": speedup_of([1.5, 1.9, 2.1], [1.0]), "gbv": speedup_of([1.8, 2.0, 2.4], [1.0]),
+                   "spectr_gbv": speedup_of([1.0, 1.1, 1.2], [1.0])}
+    subtitle = speedup_figure(overlapping, "cpu").layout.title.subtitle.text
+    assert "tie within noise: GBV, SD (ranges overlap)" in subtitle and "SpecTr-GBV," not in subtitle
+    everyone = {"sd": speedup_of([1.5, 2.1], [1.0]), "gbv": speedup_of([1.8, 2.4], [1.0])}
+    assert "tie within noise: every method" in speedup_figure(everyone, "cpu").layout.title.subtitle.text
+    assert len(speedup_figure(everyone, "cpu").layout.title.subtitle.text.split("<br>")) == 2  # no noisy bar
+
+
 def test_wall_clock_figures_say_they_depend_on_the_hardware(records):
     fig = speedup_figure({"sd": speedup_of([8.0, 7.0, 9.0], [10.0, 10.0]),
                                   "spectr_gbv": speedup_of([12.0, 11.0, 14.0], [10.0, 13.0])}, "cpu")
@@ -63,6 +74,8 @@ def test_wall_clock_figures_say_they_depend_on_the_hardware(records):
     assert "hardware" in split.layout.title.subtitle.text and "median of 2+ runs" in split.layout.title.subtitle.text
     bars = {t.name: list(t.y) for t in split.data[1:]}
     assert bars["target"] == [80.0, 40.0, 30.0] and bars["draft"] == [0.0, 5.0, 6.0]
+    # SD 1.7x and SpecTr-GBV 2.0x, each over one value: the ranges do not overlap, SpecTr-GBV leads
+    assert "SpecTr-GBV leads: its range overlaps no other" in split.layout.title.subtitle.text
     hidden = speedup_figure({"sd": 9.0}, "cpu", phases, timed=False)
     assert not hidden.data and "lookup tables" in hidden.layout.annotations[0].text
     rows = [{"axis": "K", "value": k, "method": "spectr_gbv", "speedup_vs_ar": speedup_of([5.0, 6.0], [10.0, 11.0]).summary()}

@@ -129,3 +129,40 @@ def test_compare_on_the_toy_world_says_which_per_position_lines_coincide():
     per_position = {t.name: tuple(t.y) for t in outputs.per_position.data}
     assert per_position["AS-BV+H"] == per_position["AS-BV"]  # these drafts and draws: the same line
     assert "AS-BV+H, AS-BV coincide" in outputs.per_position.layout.title.subtitle.text
+
+
+# ------------------------------------------------------------------ when one prompt ranks nothing
+
+
+def test_one_prompt_that_ranks_nothing_says_so_and_offers_the_largest_set_that_fits():
+    """SD and SpecTr at K = 1 are one rule: every band overlaps, the page says the bars' order is noise and
+    offers a prompt set; that set then runs within the budget, and ranks by paired intervals."""
+    from components.tabs import compare
+    from components.wiring.prompt_set_choice import SET_NAMES, set_size
+
+    outputs = last(compare.compare("toy", "the cat", ["sd", "spectr"], 1, 3, 0.7, 12, 0, True, 2))
+    data = outputs.data
+    assert data["cannot_separate"] and data["set_offer"] in SET_NAMES and set_size(data["set_offer"], "toy") > 1
+    assert "One prompt cannot separate these rules" in outputs.texts and data["set_offer"] in outputs.texts
+    button = compare.offer_button(data)
+    assert button["visible"] and button["value"].startswith(f"Run over {data['set_offer']} (")
+    assert compare.offered_set(data) == (data["set_offer"], 1)  # the set, and the one repeat it was sized for
+    over_set = last(compare.compare("toy", "the cat", ["sd", "spectr"], 1, 3, 0.7, 12, 0, True, 1,
+                                    compare.offered_set(data)[0], "")).data
+    assert not over_set["stopped"] and over_set["prompt_set"] == data["set_offer"]
+    assert not compare.offer_button(over_set)["visible"]  # a set's run offers nothing more
+
+
+def test_rules_that_separate_get_no_offer_and_junk_offers_are_refused():
+    from components.tabs import compare
+    from components.tabs.compare_run import CompareView
+
+    view = CompareView.__new__(CompareView)
+    apart = {"sd": _point(2.0, 1.9, 2.1), "as_bv": _point(3.0, 2.9, 3.1), "gbv": _point(2.2, 2.0, 2.95)}
+    assert not view.cannot_separate(apart)
+    assert view.cannot_separate(apart | {"as_bv": _point(2.5, 2.0, 3.1)})
+    assert not view.cannot_separate({"sd": _point(2.0, None, None), "as_bv": _point(2.1, None, None)})  # one seed
+    for junk in (None, {}, {"set_offer": "suite-7"}, {"set_offer": ["x"]}, "suite-20"):
+        assert not compare.offer_button(junk)["visible"]
+        with pytest.raises(ValueError):
+            compare.offered_set(junk)

@@ -44,7 +44,7 @@ def test_compare_over_a_named_set_gives_means_and_paired_intervals(client):
         else:
             assert low <= mean <= high
     assert {row["method"] for row in data["table"]} == set(METHODS)  # the downloads' rows
-    assert data["command"].startswith("python -m spectr_gbv.bench.frontier --pair toy --prompts 10")
+    assert data["command"].startswith("python -m spectr_gbv.bench.view compare --pair toy --prompt-set suite-10 ")
 
 
 def test_an_unknown_set_name_is_a_clear_error_and_the_next_call_succeeds(client):

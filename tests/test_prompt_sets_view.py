@@ -153,7 +153,7 @@ def test_coupled_set_means_and_paired_intervals_are_the_frontiers():
     by_hand = {m: {"expected_accepted": [], "block_efficiency": []} for m in METHODS}
     for i, text in enumerate(set_prompts("suite-5", "toy", "")):
         run = coupled_run(pair.target, pair.draft, pair.encode(text), METHODS,
-                          DecodeConfig(method=data["leader"], num_drafts=2, draft_length=3, temperature=0.7,
+                          DecodeConfig(method=data["drafts_from"], num_drafts=2, draft_length=3, temperature=0.7,
                                        max_new_tokens=12, seed=i))
         for m in METHODS:
             summary = run.summary(m)
@@ -173,10 +173,12 @@ def test_coupled_set_means_and_paired_intervals_are_the_frontiers():
     assert table["sd"]["expected_accepted_minus_baseline"] == pytest.approx(rows["sd"]["vs_spectr"]["expected_accepted"][0])
 
 
-def test_the_command_is_the_frontiers_and_makes_the_same_means():
+def test_a_suite_set_at_seed_0_makes_the_frontier_benchs_means():
+    """Seed 0, one repeat: prompt i has seed i, as in the frontier bench, so its means are the bench's."""
     data = compare_over("suite-5", methods=["spectr", "spectr_gbv", "as_bv"])[-1]
-    assert data["command"].startswith("python -m spectr_gbv.bench.frontier --pair toy --prompts 5 ")
-    argv = data["command"].split("spectr_gbv.bench.frontier ")[1].split()
+    assert data["command"].startswith("python -m spectr_gbv.bench.view compare --pair toy --prompt-set suite-5 ")
+    argv = ("--pair toy --prompts 5 --drafts 2 --lengths 3 --temperatures 0.7 --methods spectr spectr_gbv as_bv "
+            "--max-new-tokens 12").split()
     rows = frontier.main(argv + ["--out", str(_tmp())])
     for mine, theirs in zip(data["set_rules"], rows):
         assert mine["method"] == theirs["method"]

@@ -83,6 +83,36 @@ def test_sweep_downloads_what_it_drew_and_its_command_prints_the_same_rows():
     assert _command_rows(command) == json_rows
 
 
+@pytest.mark.parametrize("pair, prompt_set, coupled, baseline", [
+    ("toy", "examples", True, "gbv"), ("two-token", "suite-5", True, ""), ("toy", "suite-5", False, "")])
+def test_compare_over_a_set_prints_a_command_that_prints_its_rows(pair, prompt_set, coupled, baseline):
+    """Sets and repeats included: the rows per rule (coupled: paired differences against the baseline;
+    independent: each seed's mean) come back from the printed command, number for number."""
+    methods = ["sd", "gbv", "spectr_gbv"]
+    outputs = last(compare.compare(pair, "", methods, 2, 2, 0.8, 10, 3, coupled, 2, prompt_set, baseline))
+    csv_rows, json_rows, command = _downloaded(outputs.data)
+    _same_numbers([{k: v for k, v in r.items() if k != "seeds"} for r in csv_rows],
+                  [{k: v for k, v in r.items() if k != "seeds"} for r in json_rows])
+    assert f"--prompt-set {prompt_set}" in command and "--seeds 3 --repeats 2" in command
+    assert ("--independent" in command) != coupled and ("--baseline" in command) == coupled
+    assert [r["method"] for r in json_rows] == compare.run_order(methods)
+    if coupled:
+        assert {r["baseline"] for r in json_rows} == {baseline or "sd"}
+        assert all(r["prompts"] == len(outputs.data["prompts"]) for r in json_rows)
+    else:
+        assert all(len(r["seeds"]) == 2 for r in json_rows)
+    assert _command_rows(command) == json_rows
+
+
+def test_sweep_over_a_set_prints_a_command_that_prints_its_rows():
+    outputs = last(sweep.run_sweep("toy", "", ["sd", "spectr_gbv"], "L", "1, 3", 2, 3, 0.8, 8, 0, 2, "suite-5"))
+    _, json_rows, command = _downloaded(outputs.data)
+    assert "--prompt-set suite-5" in command and "--prompt " not in command
+    assert {r["prompt"] for r in json_rows} == {"[prompt set suite-5, 5 prompts]"}
+    assert len(json_rows) == 2 * 2 * 2 * 5  # methods x values x (prompt, seed)
+    assert _command_rows(command) == json_rows
+
+
 def test_fidelity_downloads_what_it_drew_and_its_command_prints_the_same_rows():
     outputs = last(fidelity.run_fidelity("two-token", "A", "spectr_gbv_released", 1, 2, 1.0, 60, 2))
     csv_rows, json_rows, command = _downloaded(outputs.data)

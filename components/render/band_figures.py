@@ -58,10 +58,9 @@ def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: floa
     repeats = max((p["repeats"] for p in points.values()), default=1)
     low, high = fitted_range([1.0, *_drawn(list(points.values())), *([1 + ceiling] if ceiling is not None else [])],
                              floor=1.0)
-    kind = "same drafts and draws for every method" if coupled else "same seeds for every method"
+    # Two subtitle lines at most: what a bar is, then the tie (the header says what coupled means).
     title = "Block efficiency, coupled runs" if coupled else "Block efficiency, independent runs"
-    fig = _figure(title, "", "tokens / target call",
-                  subtitle_lines(f"{kind}; AR = 1", f"bars: {_seeds(repeats)}"))
+    fig = _figure(title, "", "tokens / target call", subtitle_lines(f"bars: {_seeds(repeats)}; AR = 1"))
     labels = [method_label(m) for m in points]
     fig.add_bar(name="measured (mean)", x=labels, y=[p["mean_block_efficiency"] for p in points.values()],
                 marker=bar_marker(list(points)), hovertext=[_band_text(p) for p in points.values()], showlegend=False,
@@ -82,7 +81,7 @@ def efficiency_band_figure(points: dict[str, dict], coupled: bool, ceiling: floa
     fig.update_layout(showlegend=bool(theory) or ceiling is not None)
     fig.update_yaxes(range=[low, high])
     clipped = band_clipped_note(clipped_methods(points, low, high), _banded(points.values()))
-    return add_subtitle(fig, tie_note(tied_with_leader(points)), clipped)
+    return add_subtitle(fig, tie_note(tied_with_leader(points), everyone=_banded(points.values())), clipped)
 
 
 def ceiling_name(ceiling: float) -> str:

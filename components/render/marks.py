@@ -51,11 +51,21 @@ def tied_with_leader(points: Mapping[str, dict]) -> list[str]:
     return [leader, *tied] if tied else []
 
 
-def tie_note(methods: Sequence[str], where: str = "") -> str:
-    """'tie within noise: A, B (95 % bands overlap)'; empty without a tie."""
+def tie_note(methods: Sequence[str], where: str = "", everyone: int = 0, what: str = "95\u00a0% bands") -> str:
+    """'tie within noise: A, B (95 % bands overlap)', or 'every method' when all `everyone` methods tie;
+    empty without a tie."""
     if not methods:
         return ""
-    return f"tie within noise{where}: {', '.join(method_label(m) for m in methods)} (95\u00a0% bands overlap)"
+    names = "every method" if everyone and len(methods) == everyone else ", ".join(method_label(m) for m in methods)
+    return f"tie within noise{where}: {names} ({what} overlap)"
+
+
+def tied_ranges(ranges: Mapping[str, tuple[float, float, float]]) -> list[str]:
+    """`tied_with_leader` for (median, low, high) ranges: the leader (highest median) and every method whose
+    range overlaps the leader's, leader first; [] when nobody ties it."""
+    points = {m: {"mean_block_efficiency": mid, "band_low": low, "band_high": high}
+              for m, (mid, low, high) in ranges.items()}
+    return tied_with_leader(points)
 
 
 def sweep_tie_note(rows: Sequence[dict]) -> str:

@@ -15,13 +15,14 @@ Axes are fitted to the points drawn (components.render.marks.fitted_range).
 from __future__ import annotations
 
 import math
-import statistics
 
 import plotly.graph_objects as go
 
+from spectr_gbv.bench.set_compare import seed_summary
+
 from .chart_layout import figure as _figure
 from .chart_layout import method_label, subtitle_lines
-from .marks import add_subtitle, fitted_range
+from .marks import fitted_range
 from .palette import method_colour
 
 DOTS_BELOW = 5  # fewer seeds than this: drawn as dots, not a median and a range
@@ -35,8 +36,7 @@ def set_means_figure(rows: list[dict], set_name: str) -> go.Figure:
     """Mean block efficiency over the prompts per rule, and the theory mark (coupled runs)."""
     count = rows[0]["prompts"] if rows else 0
     fig = _figure("Block efficiency over the prompt set, coupled runs", "", "tokens / target call",
-                  subtitle_lines(f"{set_name}: mean over {count} prompts; same drafts and draws for every rule",
-                                 "mark: 1 + mean E[tau | drafts]"))
+                  subtitle_lines(f"{set_name}: mean over {count} prompts", "mark: 1 + mean E[tau | drafts]"))
     labels = [method_label(r["method"]) for r in rows]
     fig.add_bar(x=labels, y=[r["block_efficiency"] for r in rows], showlegend=False, name="measured (mean)",
                 marker=dict(color=[method_colour(r["method"]) for r in rows]))
@@ -64,10 +64,13 @@ def tied_with_baseline(rows: list[dict], baseline: str, metric: str = "expected_
 def paired_difference_figure(rows: list[dict], baseline: str) -> go.Figure:
     """Each rule's paired difference against the baseline, E[tau | drafts] (block efficiency where a rule has no
     theory line), with its 95 % interval."""
+    # Two subtitle lines: what is drawn, then the ties (or how to read one).
+    tied = tied_with_baseline(rows, baseline)
+    ties = (f"tie within noise with {method_label(baseline)}: " + ", ".join(method_label(m) for m in tied) if tied
+            else "a prompt is the unit; across 0: a tie within noise")
     fig = _figure(f"Difference against {method_label(baseline)}, paired over prompts", "",
                   "mean difference (95 % interval)",
-                  subtitle_lines("E[tau | drafts] (block efficiency: the lossy rule); a prompt is the unit",
-                                 "an interval across 0: a tie within noise"))
+                  subtitle_lines("E[tau | drafts] (the lossy rule: block efficiency)", ties))
     drawn = []
     for row in rows:
         if row["method"] == baseline:
@@ -89,18 +92,7 @@ def paired_difference_figure(rows: list[dict], baseline: str) -> go.Figure:
     fig.add_hline(y=0, line_color="#444444", line_width=1)
     low, high = fitted_range([0.0, *drawn])
     fig.update_yaxes(range=[low, high])
-    tied = tied_with_baseline(rows, baseline)
-    note = (f"tie within noise with {method_label(baseline)}: " + ", ".join(method_label(m) for m in tied)) if tied else ""
-    return add_subtitle(fig, note) if note else fig
-
-
-def seed_summary(values: list[float]) -> dict[str, object]:
-    """Median and range of per-seed values (independent runs: no interval claimed from a few seeds)."""
-    data = _finite(values)
-    if not data:
-        return {"seeds": 0, "median": None, "low": None, "high": None, "values": []}
-    return {"seeds": len(data), "median": statistics.median(data), "low": min(data), "high": max(data),
-            "values": data}
+    return fig
 
 
 def seeds_figure(per_seed: dict[str, list[float]], set_name: str, prompts: int) -> go.Figure:

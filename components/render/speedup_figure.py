@@ -19,7 +19,7 @@ from spectr_gbv import AUTOREGRESSIVE
 
 from .chart_layout import (LAYOUT, TITLE, figure, fit_top, method_axis, method_label, note_figure,
                            subtitle_lines)
-from .marks import k_legend_name
+from .marks import k_legend_name, tie_note, tied_ranges
 from .palette import PHASE_COLOURS, bar_marker, line_style
 
 AR_LINE = dict(line_dash="dash", line_color="#444444")  # speedup 1: AR's own pace
@@ -61,9 +61,16 @@ def charted(speedups: Mapping[str, Speedup]) -> dict[str, Speedup]:
     return {m: v for m, v in speedups.items() if v.runs > 1}
 
 
-def speedup_subtitle(runs: int, device: str) -> str:
-    return subtitle_lines(f"median of {runs}+ runs (bar: range)", "each against the AR runs just before and after it",
-                          f"outlined: noisy (AR moved > {NOISY_AR_SPREAD:.0%}); hardware: {device}")
+def speedup_subtitle(shown: Mapping[str, Speedup], device: str) -> str:
+    """Two lines: what a bar is, and whether the ranges rank the methods (the top bar's range overlapping
+    another's is a tie within noise: the next click may put that one on top); a noisy bar adds a line."""
+    runs = min((v.runs for v in shown.values()), default=0)
+    tied = tied_ranges({m: (v.median, v.low, v.high) for m, v in shown.items()})
+    ranked = (tie_note(tied, everyone=len(shown), what="ranges") if tied
+              else f"{method_label(max(shown, key=lambda m: shown[m].median))} leads: its range overlaps no other"
+              if len(shown) > 1 else "")
+    noisy = f"outlined: noisy (AR moved > {NOISY_AR_SPREAD:.0%})" if any(v.noisy for v in shown.values()) else ""
+    return subtitle_lines(f"median of {runs}+ runs (bar: range); hardware: {device}", ranked, noisy)
 
 
 def speedup_label(method: str, speedup: Speedup) -> str:
@@ -106,16 +113,15 @@ def speedup_figure(speedups: Mapping[str, "Speedup | float"], device: str,
     shown = charted(stats)
     if stats and not shown:
         return note_figure("Wall-clock speedup: one timed run per method", SINGLE_RUN_NOTE)
-    runs = min((v.runs for v in shown.values()), default=0)
     labels = [speedup_label(m, v) for m, v in shown.items()]
     if not phases:
-        fig = figure("Wall-clock speedup vs AR", "", "tokens/s over AR's (dashed: AR)", speedup_subtitle(runs, device))
+        fig = figure("Wall-clock speedup vs AR", "", "tokens/s over AR's (dashed: AR)", speedup_subtitle(shown, device))
         fig.add_bar(x=labels, y=[v.median for v in shown.values()], error_y=_range(shown), marker=speedup_marker(shown),
                     hovertext=[speedup_hover(v) for v in shown.values()])
         fig.add_hline(y=1.0, **AR_LINE)
         method_axis(fig, labels)
         return fig
-    return _with_phases(shown, labels, phases, speedup_subtitle(runs, device))
+    return _with_phases(shown, labels, phases, speedup_subtitle(shown, device))
 
 
 def _range(shown: Mapping[str, Speedup]) -> dict:

@@ -15,18 +15,21 @@ from ..serving import gpu, visitors
 from ..serving.request import COMPARE
 from ..wiring.admission.budget_stops import Ticker
 from .compare_run import CompareView
-from .compare_set import compare_over_set
-from ..wiring.prompt_set_choice import SINGLE, check_set_name, set_controls
+from .compare_set import compare_over_set, set_plan, set_seconds
+from ..wiring.prompt_set_choice import SET_NAMES, SINGLE, check_set_name, fitting_sets, set_controls, set_size
 from ..wiring.errors import translate_error, user_errors
 from ..wiring import private, stop_button
 from ..wiring.admission import cost, fix_buttons, pre_start
 from ..wiring.downloads import download_components, wire_downloads
 from ..render.chart_layout import MIN_WIDTH
 from ..wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, clamp_in_page, default_compare, prepare
-from ..wiring.run_events import run_events
+from ..wiring.run_events import QUICK, run_events
 from ..wiring.runs import MAX_REPEATS, STOPS
 from ..wiring.settings import check_flag, check_methods, check_pair_key, number, settings
 from ..render.words import how_to_read
+
+
+PRESS_COMPARE = "() => { document.querySelector('#compare-button').click(); return []; }"
 
 
 def run_order(methods: list[str]) -> list[str]:
@@ -69,13 +72,42 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
     pair, prompt_ids = prepare(run.pair_key, run.prompt, progress)
     timed = not pair.info.teaching  # the teaching pairs are lookup tables: their timings mean nothing
     seeds = [base.seed + r for r in range(repeats)]
-    view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed, prompt=run.prompt)
+    view = CompareView(pair, prompt_ids, methods, base, bool(coupled), seeds, timed, prompt=run.prompt,
+                       set_offer=largest_set(pair.info.key, methods, base))
     check_runs_fit(pair, view.plan(), base.max_new_tokens, f"{view.planned()} runs of {base.max_new_tokens} tokens",
                    advice="fewer tokens, methods or repeats, or a longer L")
     tick = Ticker(session=session)
     estimate = cost.about(cost.compare_seconds(pair.info.key, len(methods), base.num_drafts, base.draft_length,
                                                base.max_new_tokens, repeats, coupled))
     yield from view.run(tick, progress, estimate, coupled_leader(methods))
+
+
+def largest_set(pair_key: str, methods: list[str], base) -> tuple[str, int] | None:
+    """(name, prompts) of the largest prompt set a coupled Compare of one repeat runs within the budget at these
+    settings (`compare_set.set_seconds`), offered when one prompt ranks nothing; None when none fits."""
+    b = base
+    fits = fitting_sets(pair_key,
+                        lambda n: set_seconds(pair_key, len(methods), b.num_drafts, b.draft_length, b.max_new_tokens,
+                                              1, True, n),
+                        lambda n: set_plan(len(methods), b.draft_length, 1, True, n), b.max_new_tokens)
+    fits = [(name, size) for name, size in fits if size > 1]
+    return fits[-1] if fits else None
+
+
+def offered_set(data) -> tuple[str, int]:
+    """The prompt set a finished Compare offered (its data's `set_offer`) and one repeat, as the offer was sized:
+    for the dropdown and the Repeats box."""
+    if not isinstance(data, dict) or not data.get("set_offer"):
+        raise ValueError("no prompt set is offered: run Compare first")
+    return check_set_name(data["set_offer"]), 1
+
+
+def offer_button(data):
+    """The one-click offer under the header: shown with the set's name after a run that ranked nothing."""
+    name = data.get("set_offer") if isinstance(data, dict) else None
+    if not isinstance(name, str) or name not in SET_NAMES:
+        return gr.update(visible=False)
+    return gr.update(visible=True, value=f"Run over {name} ({set_size(name, data.get('pair') or '')} prompts, one repeat)")
 
 
 def default_repeats(pair_key, num_methods: int | None = None) -> int:
@@ -100,6 +132,7 @@ class CompareTab:
     prompt_set: gr.Dropdown | None = None  # components.wiring.prompt_set_choice
     baseline: gr.Dropdown | None = None
     stop: gr.Button | None = None  # ends the run at its next step (components.wiring.stop_button)
+    offer: gr.Button | None = None  # runs the largest prompt set that fits, when one prompt ranked nothing
     fixes: fix_buttons.FixRow | None = None  # the pre-start check's note and one-click fixes
 
 
@@ -118,14 +151,15 @@ def build(page) -> None:
         fixes = fix_buttons.build("compare")
         prompt_set, baseline = set_controls("compare")
         texts = gr.HTML(elem_id="compare-outputs")
+        offer = gr.Button(visible=False, variant="secondary", size="sm", elem_id="compare-use-set")
         chart = dict(show_label=False, min_width=MIN_WIDTH)  # the chart's own title names it; the label is for readers
-        with gr.Row(elem_classes=["chart-row"]):
+        with gr.Row(elem_classes=["chart-row", "result-charts"]):
             efficiency = gr.Plot(label="Block efficiency", elem_id="compare-efficiency", **chart)
             histogram = gr.Plot(label="Accepted-length histogram", elem_id="compare-histogram", **chart)
-        with gr.Row(elem_classes=["chart-row"]):
+        with gr.Row(elem_classes=["chart-row", "result-charts"]):
             per_position = gr.Plot(label="Per-position acceptance", elem_id="compare-per-position", **chart)
             calls = gr.Plot(label="Target calls per token", elem_id="compare-calls", **chart)
-        with gr.Row(elem_classes=["chart-row"]):
+        with gr.Row(elem_classes=["chart-row", "result-charts"]):
             speedup = gr.Plot(label="Wall-clock speedup (hardware-dependent)", elem_id="compare-speedup", **chart)
             theory = gr.Plot(label="Theory against measured", elem_id="compare-theory", **chart)
         how_to_read("compare")
@@ -134,7 +168,7 @@ def build(page) -> None:
     page.tab_handles.compare = CompareTab(button, coupled, repeats, outputs=dict(
         texts=texts, efficiency=efficiency, histogram=histogram, per_position=per_position, calls=calls,
         speedup=speedup, theory=theory, data=data), downloads=(files, command), prompt_set=prompt_set,
-        baseline=baseline, stop=stop, fixes=fixes)
+        baseline=baseline, stop=stop, fixes=fixes, offer=offer)
 
 
 def wire_events(page) -> None:
@@ -148,6 +182,11 @@ def wire_events(page) -> None:
                      tab.outputs, message="texts", clear=charts, api_name="compare", concurrency_id="models",
                      preprocess=False)
     wire_downloads(run, tab.outputs["data"], *tab.downloads)
+    run.then(offer_button, tab.outputs["data"], tab.offer, **QUICK)
+    run.failure(lambda: gr.update(visible=False), None, tab.offer, **QUICK)
+    # One click: the offered set in the dropdown, then Compare pressed as a visitor would (same checks, same line).
+    private.on(tab.offer.click, offered_set, [tab.outputs["data"]], [tab.prompt_set, tab.repeats], queue=False,
+               show_progress="hidden").then(None, None, None, js=PRESS_COMPARE, **QUICK)
     stop_button.wire(tab.stop, tab.button, run)
     sidebar = dict(pair_key=s.pair, methods=s.methods, num_drafts=s.num_drafts, draft_length=s.draft_length,
                    max_new_tokens=s.max_new_tokens)

@@ -29,7 +29,7 @@ from ..render import figures
 from ..wiring.admission.budget_stops import budget_stop, counted, what_fits
 from ..wiring.outputs import NamedOutputs, skip
 from ..render.band_figures import efficiency_band_figure
-from ..render.marks import mark_coinciding
+from ..render.marks import mark_coinciding, tied_with_leader
 from ..render.speedup_figure import speedup_figure
 from ..wiring.runs import Speedup, Stop, header_html, header_line, point_from_summaries, speedup_of, titled
 from ..render.text import metrics_line, provenance_html, side_by_side_html
@@ -50,8 +50,10 @@ class Compared(NamedOutputs):
 class CompareView:
     """Compare's results so far and the outputs they make (texts: independent runs; charts: coupled ones when there)."""
 
-    def __init__(self, pair, prompt_ids, methods, base, coupled, seeds, timed, prompt: str = ""):
+    def __init__(self, pair, prompt_ids, methods, base, coupled, seeds, timed, prompt: str = "",
+                 set_offer: tuple[str, int] | None = None):
         self.pair, self.prompt_ids, self.methods, self.base, self.prompt = pair, prompt_ids, methods, base, prompt
+        self.set_offer = set_offer  # (name, prompts) of the largest prompt set that fits, offered when nothing ranks
         self.coupled, self.seeds, self.timed = coupled, seeds, timed
         self.ar: list[RunRecord] = []
         self.runs: dict[str, list[RunRecord]] = {}  # per method, one run per seed
@@ -212,6 +214,22 @@ class CompareView:
         return (f'<div class="compare-partial"><h4>{html.escape(label)}: the run in progress, stopped after '
                 f'{counted(len(record.tokens), "token")}</h4>{tokens}</div>')
 
+    def cannot_separate(self, points: dict[str, dict]) -> bool:
+        """Every method's 95 % band overlaps the top one's: this prompt ranks none of them (needs 2 seeds)."""
+        banded = [m for m, p in points.items() if p.get("band_low") is not None]
+        return len(banded) >= 2 and len(tied_with_leader(points)) == len(banded)
+
+    def separation_html(self, points: dict[str, dict]) -> str:
+        """What to do when one prompt cannot rank the rules: a prompt set, the largest that fits."""
+        if self.set_offer is None:
+            offer = " No prompt set fits this server's budget at these settings: fewer methods or tokens."
+        else:
+            name, size = self.set_offer
+            offer = (f" Over a prompt set the prompt is the unit, and paired differences separate rules that one "
+                     f"prompt cannot: {name} ({size} prompts) fits this server's budget at these settings.")
+        return ('<div class="compare-cannot-separate"><b>One prompt cannot separate these rules:</b> every 95 % '
+                f"band of block efficiency overlaps the top one's, so the order of the bars is noise.{offer}</div>")
+
     def outputs(self, final: bool = False) -> "Compared":
         """Compare's eight outputs: side by side texts, six charts, the data."""
         pair, done, coupled = self.pair, self.done(), bool(self.coupled_runs)
@@ -222,6 +240,7 @@ class CompareView:
         points = {m: point_from_summaries(repeats[m]) for m in charted}
         ceiling = self.ceiling(charted) if final and charted else None
         speedups = self.speedups(done)
+        separate_not = final and len(charted) == len(self.methods) and self.cannot_separate(points)
         phases = ({AUTOREGRESSIVE: self.ar[0].phase_ms_per_token} if self.ar else {}) | {m: first[m].phase_ms_per_token for m in done}
         device = str(getattr(pair.target, "device", "cpu"))
         data = {
@@ -236,16 +255,18 @@ class CompareView:
             "ms_per_token_by_phase": phases if self.timed else None,
             "coupled_runs": [self.coupled_runs[0].summary(m) for m in charted] if coupled else None,
             "coupled_seeds": [run.config.seed for run in self.coupled_runs] if coupled else None,
-            "leader": self.coupled_runs[0].config.method if coupled else None,
+            "drafts_from": self.coupled_runs[0].config.method if coupled else None,  # every rule judges its drafts
             "block_efficiency_over_seeds": points,
             "ceiling_expected_accepted": ceiling,  # best any exact rule can do (teaching pairs only)
             "partial_run": self.partial_summary(),
+            "cannot_separate": separate_not,
+            "set_offer": self.set_offer[0] if separate_not and self.set_offer else None,
             "table": self.table(charted, repeats, speedups),  # the rows the downloads offer (spectr_gbv.bench.view)
             "command": self.command(),
         }
         texts = {m: provenance_html(first[m], pair.spelled, legend=False) for m in done}
         return Compared(
-            self.header(done, final) + self.partial_html()
+            self.header(done, final) + (self.separation_html(points) if separate_not else "") + self.partial_html()
             + side_by_side_html(texts, {m: metrics_line(first[m], self.timed) for m in done}),
             efficiency_band_figure(points, coupled=coupled, ceiling=ceiling),
             titled(figures.histogram_figure(shown), coupled),

@@ -141,7 +141,7 @@ class GridPlan:
         line = (f"**{pair_label(self.pair_key)}** · K {', '.join(map(str, self.drafts))} x L "
                 f"{', '.join(map(str, self.lengths))} · T = {self.temperature:g} · {self.prompts} prompts of "
                 f"{prompt_set}, seeds 0 to {self.prompts - 1}, {self.tokens} tokens each · coupled runs of "
-                f"{', '.join(METHODS[m].label for m in self.methods)} (leader {leader}) · estimate {estimate}")
+                f"{', '.join(METHODS[m].label for m in self.methods)} (drafts from {leader}) · estimate {estimate}")
         total = len(self.configurations)
         if stop is not None:
             line += f"  \n**{stop.text()}**. The configurations that finished are shown."
@@ -158,7 +158,7 @@ class GridPlan:
         data = frontier.without_nan({
             "pair": self.pair_key, "T": self.temperature, "drafts": self.drafts, "lengths": self.lengths,
             "prompts": self.prompts, "prompt_texts": frontier.prompt_texts(self.pair_key, self.prompts),
-            "max_new_tokens": self.tokens, "methods": self.methods, "leader": frontier.leader_of(self.methods),
+            "max_new_tokens": self.tokens, "methods": self.methods, "drafts_from": frontier.leader_of(self.methods),
             "cell_value": self.cell_value, "rule": self.rule, "baseline": self.baseline,
             "configurations_done": done, "configurations": len(self.configurations),
             "stopped": stop.text() if stop else None, "table": table, "rows": rows, "command": self.command()})

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from spectr_gbv.bench.view import command_line, sweep_rows
+from spectr_gbv.bench.view import command_line, set_label, sweep_rows
 from spectr_gbv.pairs import is_teaching
 from spectr_gbv.sweep import AXES, iter_set_sweep, iter_sweep
 
@@ -119,9 +119,8 @@ def run_sweep(pair_key, prompt, methods, axis, values, num_drafts, draft_length,
     command = command_line("sweep", pair.info.key, run.prompt, methods=methods, num_drafts=base.num_drafts,
                            draft_length=base.draft_length, temperature=base.temperature,
                            max_new_tokens=base.max_new_tokens, seeds=range(base.seed, base.seed + repeats), axis=axis,
-                           values=swept) if set_name == SINGLE else (
-        f"# a sweep over the prompt set {set_name}: the command line sweeps one prompt")
-    shown_prompt = run.prompt if set_name == SINGLE else f"[prompt set {set_name}, {count} prompts]"
+                           values=swept, prompt_set=set_name)
+    shown_prompt = run.prompt if set_name == SINGLE else set_label(set_name, count)
     table = functools.partial(sweep_rows, pair.info.key, shown_prompt, num_drafts=base.num_drafts,
                               draft_length=base.draft_length, temperature=base.temperature,
                               max_new_tokens=base.max_new_tokens, timed=not pair.info.teaching)
@@ -199,7 +198,7 @@ def build(page) -> None:
         fixes = fix_buttons.build("sweep")
         prompt_set, _ = set_controls("sweep", baseline=False)
         header = gr.Markdown(elem_id="sweep-header")
-        with gr.Row(elem_classes=["chart-row"]):
+        with gr.Row(elem_classes=["chart-row", "result-charts"]):
             chart = dict(show_label=False, min_width=MIN_WIDTH)  # the chart's own title names it
             efficiency = gr.Plot(label="Block efficiency", elem_id="sweep-efficiency", **chart)
             speed = gr.Plot(label="Speedup vs AR (hardware-dependent)", elem_id="sweep-speed", **chart)

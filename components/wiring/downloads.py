@@ -30,7 +30,7 @@ def _cell(value) -> str:
         return ""
     if isinstance(value, (list, tuple)):
         return " ".join(_cell(v) for v in value)
-    return repr(value) if isinstance(value, float) else str(value)
+    return repr(float(value)) if isinstance(value, float) else str(value)  # a numpy float reads as a number too
 
 
 def _json_value(value):

@@ -7,7 +7,8 @@ clamp of a number field to its range (`clamp_in_page`)."""
 from __future__ import annotations
 
 from spectr_gbv import AUTOREGRESSIVE, METHODS
-from spectr_gbv.pairs import DEFAULT_KEY, PAIRS, TOY_KEY, TWO_TOKEN_KEY, get_pair, is_teaching, pair_key_of
+from spectr_gbv.pairs import PAIRS, get_pair, is_teaching, pair_key_of
+from spectr_gbv.prompt_sets import EXAMPLES  # noqa: F401 - the views' examples
 
 from ..serving import limits
 from ..serving.limits import check_fits, check_prompt_tokens, fewest_iterations
@@ -37,14 +38,6 @@ DEFAULT_METHOD = next(name for name, spec in METHODS.items() if spec.app_default
 # the cost of these (components.wiring.admission.cost).
 DEFAULT_K, DEFAULT_L, DEFAULT_T, DEFAULT_TOKENS = 2, 4, 0.7, 40
 DEFAULT_SETTINGS = (DEFAULT_K, DEFAULT_L, DEFAULT_TOKENS)
-EXAMPLES = [
-    [DEFAULT_KEY, "Write a Python function that checks whether a number is prime."],
-    [DEFAULT_KEY, "A train travels 120 km in 1.5 hours. What is its average speed?"],
-    [DEFAULT_KEY, "Write a short story about a robot who learns to paint."],
-    [DEFAULT_KEY, "Give three tips for staying focused while studying."],
-    [TOY_KEY, "the cat"],
-    [TWO_TOKEN_KEY, "A"],
-]
 
 
 TEACHING_KEYS = [key for key, info in PAIRS.items() if info.teaching]

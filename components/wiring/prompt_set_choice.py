@@ -20,36 +20,18 @@ from typing import Callable
 
 import gradio as gr
 
-from spectr_gbv.pairs import is_teaching, pair_key_of
-from spectr_gbv.prompt_sets import TEACHING_PROMPTS, suite_prompts
+from spectr_gbv.prompt_sets import SET_NAMES, SINGLE, named_set
 
 from ..serving import limits as limits_module
 from .admission import cost
-from .inputs import EXAMPLES, compare_choices, prepare
+from .inputs import compare_choices, prepare
 from .settings import shown
 
-SINGLE = "prompt"
-SUITE_SIZES = (5, 10, 20, 40, 120)  # multiples of the suite's five families: every slice is balanced
-SET_NAMES = (SINGLE, "examples", *(f"suite-{n}" for n in SUITE_SIZES))
 SET_INFO = ("prompt: the prompt box; examples: the pair's example prompts; suite-N: N prompts of the paper-style "
             "suite (a teaching pair: its own prompts)")
 
 
-def example_prompts(pair_key: str) -> list[str]:
-    """The pair's example prompts (a model pair without its own: the default pair's); a teaching pair adds its
-    own short prompts, so its set has more than one."""
-    key = pair_key_of(pair_key)
-    own = [text for k, text in EXAMPLES if k == key] or [text for k, text in EXAMPLES if not is_teaching(k)]
-    return list(dict.fromkeys(own + TEACHING_PROMPTS.get(key, [])))
-
-
-def set_prompts(name: str, pair_key: str, prompt: str) -> list[str]:
-    """The prompts of set `name` on this pair (`prompt`: the prompt box, the `prompt` set's one)."""
-    if name == SINGLE:
-        return [prompt]
-    if name == "examples":
-        return example_prompts(pair_key)
-    return suite_prompts(pair_key, int(name.removeprefix("suite-")))
+set_prompts = named_set  # the prompts of a set on a pair (the `prompt` set: the prompt box)
 
 
 def set_size(name: str, pair_key: str) -> int:
@@ -91,11 +73,17 @@ def check_set_fits(name: str, pair_key, seconds_of, plan_of, tokens: int, limits
     if set_fits(pair_key, size, seconds_of, plan_of, tokens, limits):
         return
     fits = fitting_sets(pair_key, seconds_of, plan_of, tokens, limits)
-    budget = cost.budget_seconds(limits)
+    limits = limits or limits_module.LIMITS
     others = (", ".join(f"{n} ({s} prompt{'s' if s != 1 else ''})" for n, s in fits) if fits
               else "none at these settings: fewer methods, repeats or tokens")
-    raise ValueError(f"the prompt set {name} ({size} prompts) is estimated at {cost.about(seconds_of(size))}, over "
-                     f"this server's budget of {budget:.0f} s per request, so nothing was started. Sets that fit "
+    # Say which budget it misses: "21 s, over a budget of 180 s" read as a contradiction when it was the iterations.
+    if cost.fits_seconds(seconds_of(size), cost.CAP_FRACTION, limits):
+        over = (f"needs about {cost.expected_steps(plan_of(size), tokens, pair_key):.0f} decoding iterations, over "
+                f"this server's budget of {limits.iterations} per request")
+    else:
+        over = (f"is estimated at {cost.about(seconds_of(size))}, over this server's budget of "
+                f"{cost.budget_seconds(limits):.0f} s per request")
+    raise ValueError(f"the prompt set {name} ({size} prompts) {over}, so nothing was started. Sets that fit "
                      f"these settings: {others}")
 
 

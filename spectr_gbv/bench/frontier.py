@@ -179,7 +179,7 @@ def write_results(out: Path, pair, args, rows: list[dict], done: int, total: int
     `note` closes the header: the command, its time and how much of the grid this is."""
     md = "\n\n".join([
         f"Pair: {pair.info.label}; target {pair.target.name}, draft {pair.draft.name}; {args.prompts} prompts, "
-        f"{args.max_new_tokens} new tokens each; coupled (same drafts and draws for every rule; leader "
+        f"{args.max_new_tokens} new tokens each; coupled (same drafts and draws for every rule; drafts from "
         f"{leader_of(args.methods)}). Means over prompts; differences are paired per prompt, mean "
         f"[95 % t-interval], bold where the interval excludes 0. {note}",
         markdown(rows),

@@ -4,12 +4,17 @@
         --drafts 2 --length 4 --temperature 0.8 --max-new-tokens 20 --seeds 0 1 2 [--independent]
     python -m spectr_gbv.bench.view sweep --pair toy --prompt "the cat" --methods sd spectr_gbv --axis K \\
         --values 1 2 4 --drafts 2 --length 4 --temperature 0.8 --max-new-tokens 20 --seeds 0 1
+    python -m spectr_gbv.bench.view compare --pair toy --prompt-set suite-10 --methods sd spectr spectr_gbv \\
+        --drafts 2 --length 4 --temperature 0.7 --max-new-tokens 20 --seeds 0 --repeats 2 --baseline spectr
     python -m spectr_gbv.bench.view fidelity --pair two-token --prompt A --method spectr_gbv_released \\
         --drafts 1 --length 2 --temperature 1 --runs 600 --tokens 3
 
 Prints the rows as JSON: exactly the rows a view's "Download" offers (CSV and JSON) for the same
 settings and seeds, one row per (method, seed) in Compare, per (method, swept value, seed) in Sweep
-and per observed outcome in Fidelity (docs/views.md lists their columns). The view's header
+and per observed outcome in Fidelity (docs/views.md lists their columns). With `--prompt-set`
+(`spectr_gbv.prompt_sets.SET_NAMES`) Compare and Sweep run over that set as the app does: Compare
+one row per rule (`spectr_gbv.bench.set_compare`; `--seeds` is then the first seed, `--repeats`
+the repeats), Sweep its points over every (prompt, seed). The view's header
 line under its charts gives the command for its own run (`command_line`). Block efficiency,
 accepted counts and the fidelity law are hardware-free and reproduce exactly; a speedup (model
 pairs only) is wall-clock, so the command reproduces how it is measured, not its value.
@@ -32,6 +37,7 @@ from ..coupled import coupled_run
 from ..engine import generate_config
 from ..intervals import t_interval
 from ..methods import METHODS
+from ..prompt_sets import SET_NAMES, SINGLE, named_set
 from .frontier import without_nan  # NaN (no band, no theory line) as JSON null, as the frontier writes it
 
 MODULE = "python -m spectr_gbv.bench.view"
@@ -164,9 +170,13 @@ def _nums(values: Iterable) -> str:
 def command_line(view: str, pair_key: str, prompt: str, *, methods: Sequence[str] = (), method: str | None = None,
                  num_drafts: int, draft_length: int, temperature: float, max_new_tokens: int | None = None,
                  seeds: Sequence[int] = (), coupled: bool = True, axis: str | None = None,
-                 values: Sequence[float] = (), runs: int | None = None, tokens: int | None = None) -> str:
-    """The command that reproduces a view's run (its rows, as JSON)."""
-    parts = [MODULE, view, "--pair", _q(pair_key), "--prompt", _q(prompt)]
+                 values: Sequence[float] = (), runs: int | None = None, tokens: int | None = None,
+                 prompt_set: str = SINGLE, repeats: int = 1, baseline: str | None = None) -> str:
+    """The command that reproduces a view's run (its rows, as JSON); over a prompt set other than the prompt
+    alone, the set's name replaces the prompt (Compare: `seeds` holds the first seed, with `repeats`)."""
+    over_set = prompt_set != SINGLE
+    parts = [MODULE, view, "--pair", _q(pair_key)]
+    parts += ["--prompt-set", prompt_set] if over_set else ["--prompt", _q(prompt)]
     if view == "fidelity":
         parts += ["--method", method]
     else:
@@ -178,6 +188,8 @@ def command_line(view: str, pair_key: str, prompt: str, *, methods: Sequence[str
         parts += ["--runs", str(runs), "--tokens", str(tokens)]
     else:
         parts += ["--max-new-tokens", str(max_new_tokens), "--seeds", _nums(seeds)]
+    if view == "compare" and over_set:
+        parts += ["--repeats", str(repeats)] + (["--baseline", baseline] if baseline else [])
     if view == "compare" and not coupled:
         parts.append("--independent")
     return " ".join(parts)
@@ -186,7 +198,10 @@ def command_line(view: str, pair_key: str, prompt: str, *, methods: Sequence[str
 # ------------------------------------------------------------------ the command's runs
 
 
-def _compare(pair, ids, args) -> list[dict]:
+def _compare(pair, set_ids, args) -> list[dict]:
+    if args.prompt_set != SINGLE:
+        return _compare_set(pair, set_ids, args)
+    ids = set_ids[0]
     timed = not pair.info.teaching
     base = DecodeConfig(method=args.methods[0], num_drafts=args.drafts, draft_length=args.length,
                         temperature=args.temperature, max_new_tokens=args.max_new_tokens, seed=args.seeds[0])
@@ -218,20 +233,49 @@ def _compare(pair, ids, args) -> list[dict]:
                         args.max_new_tokens, args.coupled, speedups if timed and len(args.seeds) > 1 else None)
 
 
-def _sweep(pair, ids, args) -> list[dict]:
-    from ..sweep import iter_sweep
+def _compare_set(pair, prompt_ids, args) -> list[dict]:
+    from .set_compare import SetCompare, baseline_of
+
+    if len(args.seeds) != 1:
+        raise SystemExit("over a prompt set --seeds takes one value, the first seed (--repeats says how many)")
+    order = sorted(args.methods, key=lambda m: not METHODS[m].app_default)  # Compare's order
+    baseline = args.baseline or baseline_of(order)
+    if baseline not in order:
+        raise SystemExit(f"--baseline {baseline} is not one of --methods")
+    base = DecodeConfig(method=order[0], num_drafts=args.drafts, draft_length=args.length,
+                        temperature=args.temperature, max_new_tokens=args.max_new_tokens, seed=args.seeds[0])
+    runs = SetCompare(args.pair, args.prompt_set, prompt_ids, order, base, args.coupled, args.repeats, baseline,
+                      coupled_leader(order))
+    for _ in runs.run(pair.target, pair.draft):
+        pass
+    return runs.table()
+
+
+def _sweep(pair, set_ids, args) -> list[dict]:
+    from ..sweep import iter_set_sweep, iter_sweep
 
     timed = not pair.info.teaching
     base = DecodeConfig(method=args.methods[0], num_drafts=args.drafts, draft_length=args.length,
                         temperature=args.temperature, max_new_tokens=args.max_new_tokens, seed=args.seeds[0])
     repeats = len(args.seeds)
-    rows = iter_sweep(pair.target, pair.draft, ids, args.methods, args.axis, args.values, base, repeats=repeats,
-                      interleave_ar=timed and repeats > 1)
-    return sweep_rows(args.pair, args.prompt, rows, args.drafts, args.length, args.temperature, args.max_new_tokens,
-                      timed)
+    interleave = timed and repeats > 1
+    if args.prompt_set == SINGLE:
+        rows, shown = iter_sweep(pair.target, pair.draft, set_ids[0], args.methods, args.axis, args.values, base,
+                                 repeats=repeats, interleave_ar=interleave), args.prompt
+    else:
+        rows = iter_set_sweep(pair.target, pair.draft, set_ids, args.methods, args.axis, args.values, base,
+                              repeats=repeats, interleave_ar=interleave)
+        shown = set_label(args.prompt_set, len(set_ids))
+    return sweep_rows(args.pair, shown, rows, args.drafts, args.length, args.temperature, args.max_new_tokens, timed)
 
 
-def _fidelity(pair, ids, args) -> list[dict]:
+def set_label(set_name: str, count: int) -> str:
+    """What a Sweep over a set writes in its rows' prompt column."""
+    return f"[prompt set {set_name}, {count} prompts]"
+
+
+def _fidelity(pair, set_ids, args) -> list[dict]:
+    ids = set_ids[0]
     from ..fidelity import fidelity_result, fidelity_sample
 
     config = DecodeConfig(method=args.method, num_drafts=args.drafts, draft_length=args.length,
@@ -249,7 +293,13 @@ def parser() -> argparse.ArgumentParser:
     for name in ("compare", "sweep", "fidelity"):
         p = views.add_parser(name)
         p.add_argument("--pair", required=True, help="a key of spectr_gbv.pairs.PAIRS (toy, two-token, default, ...)")
-        p.add_argument("--prompt", required=True)
+        if name == "fidelity":
+            p.add_argument("--prompt", required=True)
+        else:
+            prompts = p.add_mutually_exclusive_group(required=True)
+            prompts.add_argument("--prompt")
+            prompts.add_argument("--prompt-set", choices=[n for n in SET_NAMES if n != SINGLE],
+                                 help="run over this set of prompts instead (spectr_gbv.prompt_sets.named_set)")
         if name == "fidelity":
             p.add_argument("--method", required=True)
             p.add_argument("--runs", type=int, required=True, help="N runs, seeds 0 to N - 1")
@@ -264,6 +314,9 @@ def parser() -> argparse.ArgumentParser:
         if name == "compare":
             p.add_argument("--independent", dest="coupled", action="store_false",
                            help="charts from independent runs (Compare's Coupled unticked)")
+            p.add_argument("--repeats", type=int, default=1, help="over a prompt set: seeds per prompt (coupled) "
+                           "or seeds (independent)")
+            p.add_argument("--baseline", help="over a prompt set, coupled: the rule the differences are against")
         p.add_argument("--drafts", type=int, required=True, help="K")
         p.add_argument("--length", type=int, required=True, help="L")
         p.add_argument("--temperature", type=float, required=True, help="T")
@@ -282,8 +335,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     if args.view == "sweep" and args.axis in ("K", "L"):
         args.values = [int(v) for v in args.values]
     pair = get_pair(args.pair)
-    ids = pair.encode(args.prompt)
-    rows = {"compare": _compare, "sweep": _sweep, "fidelity": _fidelity}[args.view](pair, ids, args)
+    args.prompt_set = getattr(args, "prompt_set", None) or SINGLE
+    set_ids = [pair.encode(text) for text in named_set(args.prompt_set, args.pair, args.prompt)]
+    rows = {"compare": _compare, "sweep": _sweep, "fidelity": _fidelity}[args.view](pair, set_ids, args)
     rows = without_nan(rows)
     print(json.dumps(rows, indent=1, ensure_ascii=False))
     return rows
