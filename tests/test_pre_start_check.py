@@ -99,7 +99,8 @@ def test_the_views_defaults_fit_and_are_not_refused():
         for plan in (pre_start.Plan("generate", key, (DEFAULT_METHOD,), k, length, tokens),
                      pre_start.Plan("race", key, (DEFAULT_METHOD,), k, length, tokens),
                      pre_start.Plan("compare", key, DEFAULT_METHODS, k, length, tokens, repeats=repeats, coupled=True),
-                     pre_start.Plan("sweep", key, DEFAULT_METHODS, k, length, tokens, axis="K", values=values),
+                     pre_start.Plan("sweep", key, DEFAULT_METHODS, k, length, tokens, axis="K", values=values,
+                                    repeats=sweep.default_repeats(key, "K", len(DEFAULT_METHODS))),
                      pre_start.Plan("fidelity", key, (DEFAULT_METHOD,), k, length, 0,
                                     num_runs=fidelity.default_runs(key), num_tokens=3)):
             pre_start.check(plan)  # no refusal

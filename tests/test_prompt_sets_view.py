@@ -266,3 +266,11 @@ def test_repeats_shrink_to_the_most_that_fits_when_the_settings_grow():
                                                                       "examples")) < 5
     assert repeats_sizing.resize_sweep_repeats("default", ["sd"], "K", "not numbers", 2, 4, 40, "prompt", 5) == \
         {"__type__": "update"}  # values that do not parse: the box is left alone
+
+
+def test_one_seed_is_said_before_the_run_not_to_rank():
+    """Repeats at 1 draw no band and no speed chart: the box says so before the click; 2 or more do not."""
+    one = repeats_sizing.resize_sweep_repeats("toy", ["sd", "spectr"], "K", "1, 2", 2, 4, 40, "prompt", 1)
+    assert one["value"] == 1 and "one seed: no 95 % band and no speed chart, so the result will not rank" in one["info"]
+    two = repeats_sizing.resize_compare_repeats("toy", ["sd", "spectr"], 2, 4, 40, True, "prompt", 2)
+    assert two["value"] == 2 and "will not rank" not in two["info"]

@@ -59,6 +59,8 @@ def _repeats_update(current, most: int):
     value = max(1, min(number("repeats", current, 1, MAX_REPEATS) if current not in (None, "") else most, most))
     info = (f"at most {most} at these settings (the estimate must fit the budget)" if most else
             "even one is over the budget at these settings: fewer methods or tokens, a smaller K, L or prompt set")
+    if value == 1 and most:  # said before the run: one seed draws no band, so nothing it shows ranks the rules
+        info += "; one seed: no 95 % band and no speed chart, so the result will not rank the rules"
     return gr.update(value=value, info=info)
 
 

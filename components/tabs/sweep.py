@@ -157,12 +157,33 @@ def _sweep_data(pair, axis, points, stop) -> dict:
     return {"pair": pair.info.key, "axis": axis, "rows": points, "stopped": stop.text() if stop else None}
 
 
+# Seeds per point a Sweep opens with: a 95 % band per point, and on a model pair a speed chart (a median of two
+# timed runs); one seed draws neither, and its points cannot rank the rules.
+DEFAULT_REPEATS = 2
+
+
 def default_values(pair_key, axis: str, num_methods: int) -> str:
     """The values box when the page opens, or the pair or axis changes: as many of 1, 2, 4, 8 (K, L) or
-    0, 0.35, 0.7, 1 (T) as the server's limit on runs allows and the estimate fits (components.wiring.admission.cost)."""
+    0, 0.35, 0.7, 1 (T) as the server's limit on runs allows and the estimate fits (components.wiring.admission.cost):
+    at DEFAULT_REPEATS seeds within the budget's cap when two or more values fit so, else at one seed within
+    half of it (a slow pair: `default_repeats` is then 1)."""
     count = max(int(num_methods or 1), 1)
-    values = cost.sweep_values(pair_key, count, axis, *DEFAULT_SETTINGS, most_values=caps.max_sweep_values(count))
+    most = caps.max_sweep_values(count)
+    values = cost.sweep_values(pair_key, count, axis, *DEFAULT_SETTINGS, most_values=most, repeats=DEFAULT_REPEATS,
+                               fraction=cost.CAP_FRACTION)
+    if len(values) < 2:
+        values = cost.sweep_values(pair_key, count, axis, *DEFAULT_SETTINGS, most_values=most)
     return ", ".join(f"{v:g}" for v in values)
+
+
+def default_repeats(pair_key, axis: str, num_methods: int) -> int:
+    """The Repeats box when the page opens: DEFAULT_REPEATS where it fits with `default_values`, else 1."""
+    from .repeats_sizing import most_sweep_repeats  # it imports this module's parser
+
+    count = max(int(num_methods or 1), 1)
+    values = parse_values(axis, default_values(pair_key, axis, count))
+    most = most_sweep_repeats(pair_key, count, axis, values, *DEFAULT_SETTINGS, SINGLE)
+    return DEFAULT_REPEATS if most >= DEFAULT_REPEATS and len(values) > 1 else 1
 
 
 def values_for_axis(pair_key, axis, methods) -> str:
@@ -190,7 +211,8 @@ def build(page) -> None:
             axis = gr.Radio(list(AXES), value="K", label="Sweep over")
             values = gr.Textbox(value=default_values(page.sidebar.pair.value, "K", len(default_compare())),
                                 label=caps.sweep_values_label(len(default_compare())), elem_id="sweep-values")
-            repeats = gr.Number(value=1, precision=0, minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
+            repeats = gr.Number(value=default_repeats(page.sidebar.pair.value, "K", len(default_compare())), precision=0,
+                                minimum=1, maximum=MAX_REPEATS, label="Repeats (seeds)",
                                 info="seeds per point: mean and 95 % band", elem_id="sweep-repeats")
             clamp_in_page(repeats)
             button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")

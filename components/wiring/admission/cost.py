@@ -222,11 +222,12 @@ def compare_repeats(pair_key, num_methods: int, num_drafts: int, draft_length: i
 
 
 def sweep_values(pair_key, num_methods: int, axis: str, num_drafts: int, draft_length: int, tokens: int,
-                 most_values: int, limits=None) -> list[float]:
-    """Sweep's default values: the longest start of SWEEP_DEFAULTS[axis] within `most_values` whose estimate fits."""
+                 most_values: int, limits=None, repeats: int = 1, fraction: float = DEFAULT_FRACTION) -> list[float]:
+    """Sweep's default values: the longest start of SWEEP_DEFAULTS[axis] within `most_values` whose estimate at
+    `repeats` seeds per point fits `fraction` of the budget."""
     values = SWEEP_DEFAULTS[axis][:max(1, most_values)]
     while len(values) > 1 and not fits_seconds(
-            sweep_seconds(pair_key, num_methods, axis, values, num_drafts, draft_length, tokens, 1), DEFAULT_FRACTION,
+            sweep_seconds(pair_key, num_methods, axis, values, num_drafts, draft_length, tokens, repeats), fraction,
             limits):
         values = values[:-1]
     return values
