@@ -5,6 +5,8 @@
 * `paired_difference_figure`: each rule's mean paired difference against the baseline rule with
   its 95 % t-interval (a prompt is the unit, `spectr_gbv.bench.frontier.rule_rows`); an interval
   that crosses 0 is a tie within noise, and the chart says which rules those are.
+* `set_speed_figure`: independent runs on a model pair: each rule's speedup over AR on every
+  prompt (a dot each) and their geometric mean with its 95 % interval, a prompt the unit;
 * `seeds_figure`: independent runs, one value per seed (the mean over the set): the median and
   the range; with fewer than `DOTS_BELOW` seeds the seeds themselves as dots, since a median and
   a range of two or three values say less than the values.
@@ -22,7 +24,7 @@ from spectr_gbv.bench.set_compare import seed_summary
 
 from .chart_layout import figure as _figure
 from .chart_layout import method_label, subtitle_lines
-from .marks import fitted_range
+from .marks import fitted_range, tie_note, tied_ranges
 from .palette import method_colour
 
 DOTS_BELOW = 5  # fewer seeds than this: drawn as dots, not a median and a range
@@ -117,5 +119,37 @@ def seeds_figure(per_seed: dict[str, list[float]], set_name: str, prompts: int) 
                                          arrayminus=[summary["median"] - summary["low"]]))
         drawn += summary["values"]
     low, high = fitted_range([1.0, *drawn], floor=1.0)
+    fig.update_yaxes(range=[low, high])
+    return fig
+
+
+def set_speed_figure(speed: dict[str, dict], set_name: str, device: str) -> go.Figure:
+    """Per rule: each prompt's speedup over AR (dots) and the geometric mean with its 95 % interval (a diamond);
+    the rules whose intervals overlap the top one's named as a tie within noise."""
+    prompts = max((s["prompts"] for s in speed.values()), default=0)
+    tied = tied_ranges({m: (s["geometric_mean"], s["low"], s["high"]) for m, s in speed.items()
+                        if s["low"] is not None})
+    ranked = tie_note(tied, everyone=len(speed), what="95\u00a0% intervals") if tied else ""
+    fig = _figure("Wall-clock speedup over the prompt set", "", "tokens/s over AR's (dashed: AR)",
+                  subtitle_lines("dots: each prompt vs AR; diamond: geometric mean", ranked
+                                 or f"{set_name}, {prompts} prompts, 95 % intervals; hardware: {device}"))
+    drawn = [1.0]
+    for method, summary in speed.items():
+        if not summary["per_prompt"]:
+            continue
+        label, colour = method_label(method), method_colour(method)
+        fig.add_scatter(x=[label] * len(summary["per_prompt"]), y=summary["per_prompt"], mode="markers",
+                        showlegend=False, name=label, marker=dict(color=colour, size=7, opacity=0.45))
+        banded = summary["low"] is not None
+        mean = summary["geometric_mean"]
+        fig.add_scatter(x=[label], y=[mean], mode="markers", showlegend=False, name=label,
+                        marker=dict(color=colour, size=13, symbol="diamond", line=dict(width=1, color="#222222")),
+                        error_y=dict(type="data", symmetric=False, array=[summary["high"] - mean if banded else 0],
+                                     arrayminus=[mean - summary["low"] if banded else 0]),
+                        hovertext=f"{mean:.2f}x" + (f" [{summary['low']:.2f}, {summary['high']:.2f}]" if banded
+                                                    else " (one prompt: no interval)"))
+        drawn += summary["per_prompt"]
+    fig.add_hline(y=1.0, line_dash="dash", line_color="#444444")
+    low, high = fitted_range(drawn)
     fig.update_yaxes(range=[low, high])
     return fig

@@ -12,12 +12,14 @@ from __future__ import annotations
 import html
 import math
 
-from spectr_gbv import METHODS
+from spectr_gbv import AUTOREGRESSIVE, METHODS
+from spectr_gbv.pairs import is_teaching
 from spectr_gbv.bench.frontier import without_nan
 from spectr_gbv.bench.set_compare import SetCompare, baseline_of, seed_summary
 from spectr_gbv.bench.view import command_line, coupled_leader
 
-from ..render.set_figures import paired_difference_figure, seeds_figure, set_means_figure, tied_with_baseline
+from ..render.set_figures import (paired_difference_figure, seeds_figure, set_means_figure, set_speed_figure,
+                                  tied_with_baseline)
 from ..serving.limits import BudgetSpent
 from ..wiring.admission import cost
 from ..wiring.admission.budget_stops import Ticker, budget_stop
@@ -38,17 +40,25 @@ def check_baseline(baseline, methods: list[str]) -> str:
     return baseline
 
 
+def set_timed(pair_key, coupled: bool) -> bool:
+    """Whether a Compare over a set times its rules: independent runs on a model pair (AR around each prompt)."""
+    return not coupled and not is_teaching(pair_key)
+
+
 def set_seconds(pair_key, num_methods: int, K: int, L: int, tokens: int, repeats: int, coupled: bool,
                 prompts: int) -> float:
-    """A Compare over `prompts` prompts: one coupled run per prompt and repeat, or every method's."""
+    """A Compare over `prompts` prompts: one coupled run per prompt and repeat, or every method's (and, timed,
+    two AR runs per prompt)."""
     one = cost.run_seconds(pair_key, "drafted", K, L, tokens)
     per_prompt = one * cost.COUPLED_OVERHEAD if coupled else one * num_methods
-    return prompts * repeats * per_prompt
+    ar = 2 * cost.run_seconds(pair_key, AUTOREGRESSIVE, K, L, tokens) if set_timed(pair_key, coupled) else 0.0
+    return prompts * (repeats * per_prompt + ar)
 
 
-def set_plan(num_methods: int, L: int, repeats: int, coupled: bool, prompts: int) -> list[tuple[int, int]]:
-    """Its runs as (how many, L) for the iteration estimate."""
-    return [(prompts * repeats * (1 if coupled else num_methods), L)]
+def set_plan(num_methods: int, L: int, repeats: int, coupled: bool, prompts: int,
+             timed: bool = False) -> list[tuple[int, int]]:
+    """Its runs as (how many, L; 0 for AR) for the iteration estimate."""
+    return [(prompts * repeats * (1 if coupled else num_methods), L)] + ([(2 * prompts, 0)] if timed else [])
 
 
 class SetCompareView:
@@ -64,9 +74,7 @@ class SetCompareView:
             for _ in runs.run(self.pair.target, self.pair.draft, tick, lambda f, desc: progress(f, desc=desc)):
                 yield self.outputs()
         except BudgetSpent as error:
-            done, total, unit = ((runs.prompts_done(), len(self.prompts), "prompts") if runs.coupled
-                                 else (len(runs.per_seed), len(runs.methods), "methods"))
-            self.stop = budget_stop("compare", done, total, unit, error)
+            self.stop = budget_stop("compare", runs.prompts_done(), len(self.prompts), "prompts", error)
         yield self.outputs(final=True)
 
     def command(self) -> str:
@@ -112,12 +120,17 @@ class SetCompareView:
         if r.coupled:
             tied = tied_with_baseline(rows, r.baseline)
             # The drafts' rule is not a winner: every rule judges its drafts; the table ranks the rules.
+            speed = (" Speed: a coupled run times no rule alone; untick Coupled to time each rule on every prompt."
+                     if not self.pair.info.teaching else "")
             source = (f"Coupled runs, one per prompt and repeat, every rule judging the same drafts (drafts from "
                       f"{html.escape(METHODS[r.leader].label)}): means over the prompts, differences paired per "
                       f"prompt against {html.escape(METHODS[r.baseline].label)}."
-                      + (f" Tie within noise: {', '.join(html.escape(METHODS[m].label) for m in tied)}." if tied else ""))
+                      + (f" Tie within noise: {', '.join(html.escape(METHODS[m].label) for m in tied)}." if tied else "")
+                      + speed)
         else:
-            source = "Independent runs: each seed's mean over the prompts; the median and range over the seeds."
+            source = "Independent runs: each seed's mean over the prompts; the median and range over the seeds." + (
+                " Speed: every rule timed on each prompt against AR on that prompt just before and after the rules."
+                if r.timed else "")
         return header_html(line) + f'<div class="compare-sources">{source}</div>'
 
     def outputs(self, final: bool = False) -> Compared:
@@ -129,14 +142,17 @@ class SetCompareView:
                 "stopped": self.stop.text() if self.stop else None,
                 "set_rules": rows if r.coupled else None,
                 "set_seeds": {m: seed_summary(v) for m, v in r.per_seed.items()} if not r.coupled else None,
+                "set_speedups": r.speed() or None,
                 "table": r.table(), "command": self.command()}
         data = without_nan(data)  # NaN (no theory line, one prompt's interval) as JSON null
         html_text = self.header(final, rows) + (self.summary_html(rows) if rows or r.per_seed else "")
         if r.coupled:
             return Compared(texts=html_text, efficiency=set_means_figure(rows, r.set_name) if rows else None,
                             theory=paired_difference_figure(rows, r.baseline) if rows else None, data=data)
-        return Compared(texts=html_text, efficiency=seeds_figure(r.per_seed, r.set_name, len(self.prompts)),
-                        data=data)
+        speed = r.speed()
+        return Compared(texts=html_text, efficiency=seeds_figure(r.per_seed, r.set_name, r.prompts_done()),
+                        speedup=set_speed_figure(speed, r.set_name, str(getattr(self.pair.target, "device", "cpu")))
+                        if speed else None, data=data)
 
 
 def compare_over_set(run, progress, run_order):
@@ -152,9 +168,10 @@ def compare_over_set(run, progress, run_order):
     check_set_fits(set_name, pair_key,
                    lambda n: set_seconds(pair_key, len(methods), b.num_drafts, b.draft_length, b.max_new_tokens,
                                          repeats, coupled, n),
-                   lambda n: set_plan(len(methods), b.draft_length, repeats, coupled, n), b.max_new_tokens)
+                   lambda n: set_plan(len(methods), b.draft_length, repeats, coupled, n, set_timed(pair_key, coupled)),
+                   b.max_new_tokens)
     texts = set_prompts(set_name, pair_key, run.prompt)
     pair, prompt_ids = prepare_set(pair_key, texts, progress)
     runs = SetCompare(pair.info.key, set_name, prompt_ids, methods, base.config(methods[0]), coupled, repeats, baseline,
-                      coupled_leader(methods))
+                      coupled_leader(methods), timed=set_timed(pair_key, coupled))
     yield from SetCompareView(pair, texts, runs).run(Ticker(), progress)

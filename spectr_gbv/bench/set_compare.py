@@ -4,9 +4,13 @@
   draws, the drafts those of `coupled_leader`), a prompt's value the mean over its repeats; per
   rule the means over the prompts and the paired 95 % interval of each difference against the
   baseline rule (`frontier.prompt_means`, `frontier.rule_rows`).
-* Independent: every rule decodes every prompt with each seed; a seed's value is the mean block
-  efficiency over the prompts, and the rule gets the median and range over seeds
-  (`seed_summary`), no interval claimed from a few seeds.
+* Independent: every rule decodes every prompt with each seed, prompt after prompt; a seed's
+  value is the mean block efficiency over the prompts, and the rule gets the median and range
+  over seeds (`seed_summary`), no interval claimed from a few seeds. On a model pair (`timed`)
+  AR decodes each prompt just before and just after the rules do, and a rule's speedup on that
+  prompt is the median of its seeds' tokens/s over those AR runs' (their harmonic mean); over
+  the set, the geometric mean of the prompts' speedups with the 95 % t-interval of their logs
+  (`speed_summary`: a prompt is the unit, each rule paired with AR on the same prompt).
 
 Prompt i, repeat r is decoded with seed `seed + i + r x prompts` (coupled), so at seed 0 and one
 repeat prompt i has seed i, as in `python -m spectr_gbv.bench.frontier`. The app's Compare over a
@@ -17,13 +21,15 @@ both run `SetCompare`, so the command prints the rows the page offers.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
-from ..config import DecodeConfig
+from ..config import AUTOREGRESSIVE, DecodeConfig
 from ..coupled import CoupledRun, coupled_steps
 from ..engine import generate_config
+from ..intervals import t_interval
 from ..methods import METHODS
 from .frontier import METRICS, prompt_means, rule_rows
 
@@ -35,6 +41,17 @@ def seed_summary(values: Sequence[float]) -> dict[str, object]:
         return {"seeds": 0, "median": None, "low": None, "high": None, "values": []}
     return {"seeds": len(data), "median": statistics.median(data), "low": min(data), "high": max(data),
             "values": data}
+
+
+def speed_summary(speedups: Sequence[float]) -> dict[str, object]:
+    """The geometric mean of per-prompt speedups and the 95 % t-interval of their logs (None below two prompts)."""
+    data = [float(v) for v in speedups if v and v > 0]
+    if not data:
+        return {"prompts": 0, "geometric_mean": None, "low": None, "high": None, "per_prompt": []}
+    mean, low, high = t_interval([math.log(v) for v in data])
+    banded = len(data) > 1
+    return {"prompts": len(data), "geometric_mean": math.exp(mean), "low": math.exp(low) if banded else None,
+            "high": math.exp(high) if banded else None, "per_prompt": data}
 
 
 def baseline_of(methods: Sequence[str]) -> str:
@@ -59,17 +76,37 @@ class SetCompare:
     repeats: int
     baseline: str
     leader: str
+    timed: bool = False  # independent on a model pair: AR around each prompt's runs, a speedup per prompt
     per_prompt: dict = field(init=False)  # coupled: per rule and metric, one value per finished prompt
-    per_seed: dict = field(init=False, default_factory=dict)  # independent: per rule, each seed's mean
+    # independent: per rule, per finished prompt, each seed's block efficiency; and (timed) that prompt's speedup
+    efficiency: dict = field(init=False)
+    speedups: dict = field(init=False)
 
     def __post_init__(self):
         self.per_prompt = {m: {k: [] for k in METRICS} for m in self.methods}
+        self.efficiency = {m: [] for m in self.methods}
+        self.speedups = {m: [] for m in self.methods}
 
     def seed_of(self, prompt: int, repeat: int) -> int:
         return self.base.seed + prompt + repeat * len(self.prompt_ids)
 
     def prompts_done(self) -> int:
-        return len(self.per_prompt[self.methods[0]]["block_efficiency"])
+        first = self.methods[0]
+        return len(self.per_prompt[first]["block_efficiency"] if self.coupled else self.efficiency[first])
+
+    @property
+    def per_seed(self) -> dict[str, list[float]]:
+        """Independent: per rule, each seed's mean block efficiency over the prompts finished so far."""
+        if self.coupled or not self.prompts_done():
+            return {}
+        return {m: [sum(seeds[r] for seeds in runs) / len(runs) for r in range(self.repeats)]
+                for m, runs in self.efficiency.items()}
+
+    def speed(self) -> dict[str, dict]:
+        """Independent on a model pair: per rule, `speed_summary` of its per-prompt speedups so far."""
+        if not self.timed or not self.prompts_done():
+            return {}
+        return {m: speed_summary(values) for m, values in self.speedups.items()}
 
     def run(self, target, draft, on_iteration: Callable | None = None,
             progress: Callable[[float, str], None] | None = None) -> Iterator[None]:
@@ -96,16 +133,24 @@ class SetCompare:
             yield
 
     def _independent(self, target, draft, on_iteration, progress):
-        seeds = [self.base.seed + r for r in range(self.repeats)]
-        for j, method in enumerate(self.methods):
-            values = []
-            for seed in seeds:
-                progress(j / len(self.methods),
-                         f"{METHODS[method].label}, seed {seed}, {len(self.prompt_ids)} prompts")
-                config = dataclasses.replace(self.base, method=method, seed=seed)
-                runs = [generate_config(target, draft, ids, config, on_iteration) for ids in self.prompt_ids]
-                values.append(sum(run.block_efficiency for run in runs) / len(runs))
-            self.per_seed[method] = values
+        count, seeds = len(self.prompt_ids), [self.base.seed + r for r in range(self.repeats)]
+
+        def ar_rate(ids) -> float:
+            config = dataclasses.replace(self.base, method=AUTOREGRESSIVE, with_theory=False)
+            return generate_config(target, None, ids, config, on_iteration).tokens_per_second
+
+        for i, ids in enumerate(self.prompt_ids):
+            progress(i / count, f"prompt {i + 1} of {count}, every rule with {len(seeds)} seed(s)")
+            before = ar_rate(ids) if self.timed else None
+            runs = {m: [generate_config(target, draft, ids, dataclasses.replace(self.base, method=m, seed=seed),
+                                        on_iteration) for seed in seeds] for m in self.methods}
+            if self.timed:  # each rule against the AR runs just before and after it on this prompt
+                after = ar_rate(ids)
+                ar = 2 / (1 / before + 1 / after)
+                for m in self.methods:
+                    self.speedups[m].append(statistics.median(run.tokens_per_second for run in runs[m]) / ar)
+            for m in self.methods:
+                self.efficiency[m].append([run.block_efficiency for run in runs[m]])
             yield
 
     def rule_rows(self) -> list[dict]:
@@ -134,9 +179,15 @@ class SetCompare:
                              f"{metric}_minus_baseline_high": high}
                 out.append(line)
             return out
+        speed = self.speed()
         for method, values in self.per_seed.items():
             summary = seed_summary(values)
-            out.append(common | {"prompts": len(self.prompt_ids), "method": method} | settings | {
+            line = common | {"prompts": self.prompts_done(), "method": method} | settings | {
                 "coupled": False, "seeds": values, "median_block_efficiency": summary["median"],
-                "low": summary["low"], "high": summary["high"]})
+                "low": summary["low"], "high": summary["high"]}
+            if method in speed:  # wall-clock: the command reproduces how it is measured, not its value
+                line |= {"speedup_geometric_mean": speed[method]["geometric_mean"],
+                         "speedup_low": speed[method]["low"], "speedup_high": speed[method]["high"],
+                         "speedup_per_prompt": speed[method]["per_prompt"]}
+            out.append(line)
         return out

@@ -245,7 +245,7 @@ def _compare_set(pair, prompt_ids, args) -> list[dict]:
     base = DecodeConfig(method=order[0], num_drafts=args.drafts, draft_length=args.length,
                         temperature=args.temperature, max_new_tokens=args.max_new_tokens, seed=args.seeds[0])
     runs = SetCompare(args.pair, args.prompt_set, prompt_ids, order, base, args.coupled, args.repeats, baseline,
-                      coupled_leader(order))
+                      coupled_leader(order), timed=not args.coupled and not pair.info.teaching)
     for _ in runs.run(pair.target, pair.draft):
         pass
     return runs.table()
