@@ -129,7 +129,7 @@ def set_speed_figure(speed: dict[str, dict], set_name: str, device: str) -> go.F
     prompts = max((s["prompts"] for s in speed.values()), default=0)
     tied = tied_ranges({m: (s["geometric_mean"], s["low"], s["high"]) for m, s in speed.items()
                         if s["low"] is not None})
-    ranked = tie_note(tied, everyone=len(speed), what="95\u00a0% intervals") if tied else ""
+    ranked = tie_note(tied, everyone=len(speed), what="intervals") if tied else ""
     fig = _figure("Wall-clock speedup over the prompt set", "", "tokens/s over AR's (dashed: AR)",
                   subtitle_lines("dots: each prompt vs AR; diamond: geometric mean", ranked
                                  or f"{set_name}, {prompts} prompts, 95 % intervals; hardware: {device}"))
