@@ -22,7 +22,7 @@ from scipy import stats
 
 from components.render.kl_heatmap import NO_GAIN_MARK, TIE_MARK, UNRANKED
 from components.tabs import grid_saved, grid_view
-from spectr_gbv.bench.grid_cells import read_rows
+from spectr_gbv.bench.grid_cells import grid_cells, prompts_to_rank, read_rows
 from spectr_gbv.methods import METHODS
 
 pytestmark = pytest.mark.unit
@@ -118,6 +118,25 @@ def test_every_saved_result_cell_names_its_best_rule_and_its_marks_match_its_int
     baseline = "spectr" if "spectr" in methods else next(m for m in METHODS if m in methods and METHODS[m].exact)
     shown = grid_saved.show_saved(key, value, "best", baseline)
     check_marks(rows, shown.heatmap, value, baseline)
+
+
+@pytest.mark.parametrize("key", list(grid_saved.saved_results()))
+def test_the_prompts_a_cell_needs_to_rank_agree_with_its_own_interval(key):
+    """At the cell's own prompt count the estimate is the interval itself: a cell whose best - runner-up interval
+    excludes 0 needs no more prompts than it has, a tied one needs more."""
+    saved = grid_saved.saved_results()[key]
+    for cell in grid_cells(read_rows(saved.path), temperature=saved.temperature):
+        need = prompts_to_rank(cell)
+        if cell.tie is None or need is None:
+            continue
+        assert (need <= cell.prompts) == (not cell.tie), (key, cell.K, cell.L, need, cell.runner_interval)
+
+
+def test_the_grid_says_before_the_run_how_many_prompts_rank_a_cell_on_a_pair_with_a_saved_grid():
+    fewest, median, most, where = grid_view.prompts_to_rank("default")
+    assert 2 <= fewest <= median <= most and "frontier_grid_v2 at T 0.7" in where
+    assert f"fewer than {fewest:,} rank no cell" in grid_view.prompts_info("default")
+    assert grid_view.prompts_info("toy") == grid_view.PROMPTS_INFO  # no saved grid: nothing claimed
 
 
 def test_the_v2_frontier_no_longer_marks_a_tie_where_its_intervals_exclude_0():

@@ -134,8 +134,9 @@ def test_an_empty_grid_says_so_instead_of_drawing_nothing():
 def test_the_defaults_fit_their_budget_on_the_default_pair_and_seconds_on_the_teaching_pairs():
     rules = grid_view.default_rules(grid_view.default_compare())
     for key in ("default", "toy", "two-token"):
-        prompts, tokens = grid_view.sizes_for_pair(key, grid_view.default_compare())
-        assert prompts >= 2
+        update, tokens = grid_view.sizes_for_pair(key, grid_view.default_compare())
+        prompts = update["value"]
+        assert prompts >= 2 and update["info"] == grid_view.prompts_info(key)
         seconds = grid_size.grid_seconds(key, grid_size.DEFAULT_DRAFTS, grid_size.DEFAULT_LENGTHS, tokens, prompts,
                                          rules)
         limit = grid_size.TEACHING_SECONDS if key != "default" else cost.DEFAULT_FRACTION * cost.budget_seconds()

@@ -86,6 +86,11 @@ def _about(path: Path) -> tuple[str, object]:
     return document.get("pair", "default"), document.get("max_new_tokens", "?")
 
 
+def pair_of(path: Path) -> str:
+    """The pair a saved result was measured on."""
+    return _about(path)[0]
+
+
 def saved_choices() -> list[tuple[str, str]]:
     return [(saved.label, key) for key, saved in saved_results().items()]
 

@@ -14,15 +14,18 @@ rows and print the same cells.
 
 from __future__ import annotations
 
+import functools
 import shlex
+import statistics
 from dataclasses import dataclass
 
 import gradio as gr
 
 from spectr_gbv import METHODS
 from spectr_gbv.bench import frontier
-from spectr_gbv.bench.grid_cells import BEST, CELL_VALUES, DEFAULT_BASELINE, EXPECTED, cell_row, grid_cells
-from spectr_gbv.pairs import get_pair, is_teaching
+from spectr_gbv.bench.grid_cells import BEST, CELL_VALUES, DEFAULT_BASELINE, EXPECTED, cell_row, grid_cells, read_rows
+from spectr_gbv.bench.grid_cells import prompts_to_rank as cell_prompts_to_rank
+from spectr_gbv.pairs import get_pair, is_teaching, pair_key_of
 
 from ..render.chart_layout import MIN_WIDTH
 from ..render.kl_heatmap import kl_heatmap
@@ -249,12 +252,42 @@ def default_rules(ticked) -> int:
     return len(measured_rules(ticked, BEST, DEFAULT_BASELINE))
 
 
-def sizes_for_pair(pair_key, methods) -> tuple[int, int]:
+PROMPTS_INFO = "sized to the budget when the pair changes"
+
+
+@functools.cache
+def prompts_to_rank(pair_key: str) -> tuple[int, int, int, str] | None:
+    """(fewest, median, most) prompts a cell of this pair's saved grid needed for its best rule to separate from
+    the runner-up (`grid_cells.prompts_to_rank`, the cells where it can), and that result's label; None without a
+    saved result of this pair. The default saved result first: the README's, at the app's default T."""
+    saved = [r for r in grid_saved.saved_results().values() if grid_saved.pair_of(r.path) == pair_key]
+    saved.sort(key=lambda r: r.key != grid_saved.DEFAULT_SAVED)
+    for result in saved:
+        cells = grid_cells(read_rows(result.path), temperature=result.temperature)
+        needs = sorted(n for n in map(cell_prompts_to_rank, cells) if n is not None)
+        if needs:
+            return needs[0], int(statistics.median(needs)), needs[-1], result.label
+    return None
+
+
+def prompts_info(pair_key: str) -> str:
+    """The prompts box's note: said before the run, what a grid of this pair needs to rank its cells."""
+    known = prompts_to_rank(pair_key_of(pair_key))
+    if known is None:
+        return PROMPTS_INFO
+    fewest, median, most, where = known
+    return (f"{PROMPTS_INFO}. In the saved grid {where} a cell needed {fewest:,} to {most:,} prompts (median "
+            f"{median:,}) to rank its best rule: fewer than {fewest:,} rank no cell")
+
+
+def sizes_for_pair(pair_key, methods) -> tuple[dict, int]:
     """The prompts and tokens boxes when the pair changes: the tokens for the pair, and the most prompts whose grid
-    fits its share of the budget at the Grid's default K and L (the pair and ticked methods checked: raw input)."""
+    fits its share of the budget at the Grid's default K and L, with the note on what ranks (the pair and ticked
+    methods checked: raw input)."""
     key = check_pair_key(pair_key)
     rules = default_rules(check_methods(methods, at_least_one=False))
-    return grid_size.default_prompts(key, rules), grid_size.default_tokens(key)
+    return (gr.update(value=grid_size.default_prompts(key, rules), info=prompts_info(key)),
+            grid_size.default_tokens(key))
 
 
 def fit_prompts(pair_key, methods, grid_drafts, grid_lengths, num_prompts, grid_tokens, rule, baseline) -> int:
@@ -306,7 +339,7 @@ def build(page) -> None:
             pair = page.sidebar.pair.value
             prompts = gr.Number(grid_size.default_prompts(pair, default_rules(default_compare())), precision=0,
                                 minimum=MIN_PROMPTS, maximum=grid_size.MOST_PROMPTS, label="Prompts",
-                                info="sized to the budget when the pair changes", elem_id="grid-prompts")
+                                info=prompts_info(pair), elem_id="grid-prompts")
             tokens = gr.Number(grid_size.default_tokens(pair), precision=0, minimum=1, maximum=MAX_NEW_TOKENS,
                                label="Tokens per prompt", elem_id="grid-tokens")
             clamp_in_page(prompts)

@@ -27,6 +27,7 @@ cells of a `frontier.json` (what `python -m spectr_gbv.bench.frontier` writes), 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -133,6 +134,32 @@ def grid_cells(rows: Sequence[dict], value: str = EXPECTED, rule: str = BEST, ba
     chosen = sorted((r for r in rows if float(r["T"]) == temperature), key=lambda r: (r["K"], r["L"]))
     return [cell(list(group), value, rule, baseline)
             for _, group in itertools.groupby(chosen, key=lambda r: (r["K"], r["L"]))]
+
+
+@functools.cache
+def _half_widths(most: int):
+    """t(0.975, n - 1) / sqrt(n) for n = 2 .. most: a paired 95 % interval's half-width per unit of spread."""
+    import numpy as np
+    from scipy import stats
+
+    sizes = np.arange(2, most + 1)
+    return sizes, stats.t.ppf(0.975, sizes - 1) / np.sqrt(sizes)
+
+
+def prompts_to_rank(c: Cell, most: int = 10_000) -> int | None:
+    """The prompts this cell's best rule needs to separate from its runner-up, read off the cell's own paired
+    differences: the smallest n with t(0.975, n - 1) x sd / sqrt(n) under |mean| (the interval a grid of n such
+    prompts would draw, with this cell's mean and spread); None without a runner-up or an interval, or past `most`."""
+    mean, low, high = c.runner_interval
+    n = c.prompts
+    if c.runner_up is None or n < 2 or not _finite([mean, low, high]) or mean == 0:
+        return None
+    sizes, half = _half_widths(max(most, n))
+    sd = (high - mean) / half[n - 2]
+    if sd == 0:
+        return 2
+    under = half < abs(mean) / sd
+    return int(sizes[under.argmax()]) if under.any() and sizes[under.argmax()] <= most else None
 
 
 def label(method: str) -> str:
