@@ -11,6 +11,7 @@ pairs' (milliseconds per token); step 5's Fidelity check is the slowest, a few s
 from __future__ import annotations
 
 import pytest
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 
 from app_server import running_app
@@ -134,3 +135,16 @@ def test_each_try_it_runs_its_example_and_lands_on_the_view_that_shows_it(browse
             assert "OUTSIDE" in fidelity_title(browser)  # the released rule's bars leave the noise band
         if presentation and step == 3:  # the explorer on a projector, as a lesson shows it
             browser.save_screenshot(str(screenshots / "lesson-try-presentation.png"))
+
+
+def test_a_later_steps_number_opens_that_step(browser, url):
+    """Gradio's stepper lets a click go back only; the Lesson's numbers go forward too (a teacher jumping ahead)."""
+    resize(browser, *WINDOW)
+    browser.get(url)
+    open_tab(browser, "Lesson")
+    wait_until(browser, lambda d: d.find_element(By.ID, "lesson-step-1").is_displayed(), "the lesson's first step")
+    for step in (4, 6, 2):  # ahead, ahead again, then back
+        number = browser.find_element(By.ID, f"lesson-step-{step}-button")
+        ActionChains(browser).move_to_element(number).click().perform()  # a pointer's click where the number is
+        wait_until(browser, lambda d: d.find_element(By.ID, f"lesson-step-{step}").is_displayed(), f"step {step}")
+        assert not browser.find_element(By.ID, "lesson-step-1").is_displayed()

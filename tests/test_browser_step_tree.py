@@ -135,6 +135,8 @@ def check_tree(driver) -> None:
     assert tree["top"] >= grid["bottom"] - 1 or tree["left"] >= grid["right"] - 1  # below or beside the grid
     assert not overlap(tree, grid) and not overlap(tree, chart) and not overlap(box(driver, "#explorer-steps"), tree)
     assert tree["right"] <= driver.execute_script("return window.innerWidth") + 1
+    assert driver.execute_script(  # the tree fits its column: no sideways scroll (K up to 4, 1024 px included)
+        "const s = document.querySelector('#draft-tree .tree-scroll'); return s.scrollWidth <= s.clientWidth + 1")
     assert uncovered(driver, "#draft-tree svg") and uncovered(driver, "#explorer-steps .step-through")
     nodes = driver.execute_script("""
         const t = document.querySelector('#draft-tree .draft-tree');

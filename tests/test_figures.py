@@ -56,6 +56,14 @@ def test_the_speedup_chart_says_tie_where_the_top_ranges_overlap():
     everyone = {"sd": speedup_of([1.5, 2.1], [1.0]), "gbv": speedup_of([1.8, 2.4], [1.0])}
     assert "tie within noise: every method" in speedup_figure(everyone, "cpu").layout.title.subtitle.text
     assert len(speedup_figure(everyone, "cpu").layout.title.subtitle.text.split("<br>")) == 2  # no noisy bar
+    many = {m: speedup_of([1.5, 2.1], [1.0]) for m in ("sd", "gbv", "spectr", "spectr_gbv")}
+    many["as_bv"] = speedup_of([3.0, 3.2], [1.0])  # the top bar, clear of the rest
+    many["as_bv_handoff"] = speedup_of([2.9, 3.3], [1.0])
+    assert "tie within noise: AS-BV, AS-BV+H (ranges overlap)" in speedup_figure(many, "cpu").layout.title.subtitle.text
+    many["as_bv_handoff"] = speedup_of([1.9, 3.3], [1.0])  # now it reaches the others: 6 of 6 tie
+    many["as_bv"] = speedup_of([2.0, 3.2], [1.0])
+    many["sd"] = speedup_of([1.0, 1.1], [1.0])  # and SD stays out: 5 of 6 tie, counted
+    assert "tie within noise: 5 of 6 methods (ranges overlap)" in speedup_figure(many, "cpu").layout.title.subtitle.text
 
 
 def test_wall_clock_figures_say_they_depend_on_the_hardware(records):

@@ -77,3 +77,17 @@ def test_the_step_follows_the_others_with_its_own_try_it():
     texts, plans = lesson.step_texts(), lesson_try.try_its()
     assert list(texts) == list(plans) == [1, 2, 3, 4, 5, lesson_drafts.STEP]
     assert "K = 3" in plans[lesson_drafts.STEP].label
+
+
+def test_a_click_on_a_later_steps_number_selects_that_step_and_junk_is_refused():
+    import gradio as gr
+
+    class Event:  # what gr.EventData keeps of the page's {index}
+        def __init__(self, data):
+            self._data = data
+
+    assert lesson.go_to_step(Event({"index": 4})).selected == 4
+    for junk in (None, {}, {"index": 0}, {"index": 7}, {"index": "3"}, {"index": True}, [3]):
+        with pytest.raises(ValueError, match="a step of the lesson is a number from 1 to 6"):
+            lesson.go_to_step(Event(junk))
+    assert isinstance(lesson.go_to_step(Event({"index": 1})), gr.Walkthrough)

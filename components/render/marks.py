@@ -51,12 +51,20 @@ def tied_with_leader(points: Mapping[str, dict]) -> list[str]:
     return [leader, *tied] if tied else []
 
 
+NAMED_TIES = 3  # more tied methods than this are counted, not named (with the total known)
+
+
 def tie_note(methods: Sequence[str], where: str = "", everyone: int = 0, what: str = "95\u00a0% bands") -> str:
     """'tie within noise: A, B (95 % bands overlap)', or 'every method' when all `everyone` methods tie;
     empty without a tie."""
     if not methods:
         return ""
-    names = "every method" if everyone and len(methods) == everyone else ", ".join(method_label(m) for m in methods)
+    if everyone and len(methods) == everyone:
+        names = "every method"
+    elif everyone and len(methods) > NAMED_TIES:  # a long list wraps over lines the plot needs; the hover names them
+        names = f"{len(methods)} of {everyone} methods"
+    else:
+        names = ", ".join(method_label(m) for m in methods)
     return f"tie within noise{where}: {names} ({what} overlap)"
 
 

@@ -84,6 +84,9 @@ class InsideHandles:
     predict: gr.Checkbox  # predict, then reveal: each test asks "kept or not?" before its result
 
 
+TREE_MIN_PX = 460
+
+
 def build() -> InsideHandles:
     """The step-through (left) and the drafts' tree (right), in a row under the grid and chart."""
     with gr.Row(elem_id="explorer-inside", equal_height=False, elem_classes=["chart-row"]):
@@ -99,7 +102,10 @@ def build() -> InsideHandles:
                                       min_width=220,
                                       info="each test asks “kept or not?” before its result")
             steps = gr.HTML(EMPTY_STEPS, elem_id="explorer-steps", apply_default_css=False)
-        with gr.Column(scale=2, min_width=240):
+        # Wide enough for K = 4 drafts and the final token side by side (components/render/draft_tree.py: five
+        # columns, 442 px); a narrower main area (1024 px with the sidebar open) puts the tree under the steps at
+        # full width instead of scrolling it sideways.
+        with gr.Column(scale=2, min_width=TREE_MIN_PX, elem_id="draft-tree-column"):
             tree = gr.HTML(EMPTY_TREE, elem_id="draft-tree", apply_default_css=False)
     return InsideHandles(steps, gr.State(0), tree, first_button, back_button, step_button, predict)
 

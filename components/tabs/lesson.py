@@ -17,7 +17,7 @@ import gradio as gr
 
 from spectr_gbv.toy import TWO_TOKEN_DRAFT, TWO_TOKEN_TARGET, decode
 
-from ..wiring import classroom
+from ..wiring import classroom, private
 from . import lesson_drafts, lesson_try
 from .about import lossy_rows
 from .lesson_try import playground_values
@@ -100,6 +100,31 @@ PRESS_JS = """() => {{
 }}"""
 
 
+# Gradio's Walkthrough disables the step buttons after the one shown (its click goes back only). A disabled
+# button gets no click, so app.css lets a click through it to its step item, and this sends the step's number
+# to `go_to_step` (the Walkthrough's own buttons still go back as before).
+STEP_JS = r"""
+const lesson = document.getElementById('lesson');
+if (lesson && !lesson.dataset.forwardSteps) {
+  lesson.dataset.forwardSteps = '1';
+  lesson.addEventListener('click', (event) => {
+    const item = event.target.closest('.step-item');
+    const button = item && item.querySelector('.step-button');
+    if (button && button.disabled) trigger('select', {index: parseInt(button.dataset.tabId, 10)});
+  });
+}
+"""
+
+
+def go_to_step(event: gr.EventData):
+    """A click on a later step's number: that step (STEP_JS sends {index}; anything else is refused)."""
+    data = getattr(event, "_data", None)
+    step = data.get("index") if isinstance(data, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool) or step not in step_texts():
+        raise ValueError(f"a step of the lesson is a number from 1 to {max(step_texts())}")
+    return gr.Walkthrough(selected=step)
+
+
 @dataclass
 class LessonTab:
     walkthrough: gr.Walkthrough
@@ -129,6 +154,8 @@ def build(page) -> None:
                                api_visibility="private", queue=False)
                     forward.click(lambda s=step: gr.Walkthrough(selected=s + 1 if s < last else 1), None, walkthrough,
                                   api_visibility="private", queue=False)
+        steps = gr.HTML("", elem_id="lesson-steps-forward", js_on_load=STEP_JS, apply_default_css=False)
+        private.on(steps.select, go_to_step, None, walkthrough, queue=False, show_progress="hidden")
     page.tab_handles.lesson = LessonTab(walkthrough, buttons, class_button)
 
 
