@@ -125,7 +125,7 @@ def band_clipped_note(methods: Sequence[str], banded: int | None = None) -> str:
     if not methods:
         return ""
     if banded is not None and len(methods) >= banded > 1:
-        return "band clipped at the axis, every method's (hover: the whole band)"
+        return "every band clipped at the axis (hover: all of it)"
     return f"band clipped at the axis: {', '.join(method_label(m) for m in methods)} (hover: the whole band)"
 
 
