@@ -166,3 +166,23 @@ def test_rules_that_separate_get_no_offer_and_junk_offers_are_refused():
         assert not compare.offer_button(junk)["visible"]
         with pytest.raises(ValueError):
             compare.offered_set(junk)
+
+
+def test_compare_says_before_the_run_whether_its_prompts_can_rank_the_rules():
+    """Read off the pair's saved grid at the sidebar's K and L: one prompt never, a set of at least the prompts the
+    saved cell needs can; a pair or K x L without a saved cell gets no note."""
+    from components.tabs import grid_saved
+    from components.tabs.compare_ranking import ranking_note
+    from spectr_gbv.bench.grid_cells import prompts_to_rank
+
+    cell = next(c for r, c in grid_saved.saved_cells("default")
+                if r.key == grid_saved.DEFAULT_SAVED and (c.K, c.L) == (2, 4))
+    need = prompts_to_rank(cell)
+    one = ranking_note("default", 2, 4, 0.7, "prompt")
+    assert f"K = 2, L = 4, T = 0.7 ({cell.prompts} prompts)" in one and f"about {need:,} prompts" in one
+    assert one.endswith("1 prompt will not rank them.")
+    assert ranking_note("default", 2, 4, 0.7, "suite-120").endswith(
+        "120 prompts can rank them." if need <= 120 else "120 prompts will not rank them.")
+    assert ranking_note("toy", 2, 4, 0.7, "prompt") == "" and ranking_note("default", 3, 4, 0.7, "prompt") == ""
+    with pytest.raises(ValueError):
+        ranking_note("default", "two", 4, 0.7, "prompt")

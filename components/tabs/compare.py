@@ -14,6 +14,7 @@ from spectr_gbv.bench.view import coupled_leader  # noqa: F401 - the views' and 
 from ..serving import gpu, visitors
 from ..serving.request import COMPARE
 from ..wiring.admission.budget_stops import Ticker
+from . import compare_ranking
 from .compare_run import CompareView
 from .compare_set import compare_over_set, set_plan, set_seconds
 from ..wiring.prompt_set_choice import SET_NAMES, SINGLE, check_set_name, fitting_sets, set_controls, set_size
@@ -133,6 +134,7 @@ class CompareTab:
     baseline: gr.Dropdown | None = None
     stop: gr.Button | None = None  # ends the run at its next step (components.wiring.stop_button)
     offer: gr.Button | None = None  # runs the largest prompt set that fits, when one prompt ranked nothing
+    ranking: gr.Markdown | None = None  # before the run: can this prompt or set rank the rules (compare_ranking)
     fixes: fix_buttons.FixRow | None = None  # the pre-start check's note and one-click fixes
 
 
@@ -150,6 +152,7 @@ def build(page) -> None:
             stop = stop_button.build("compare")
         fixes = fix_buttons.build("compare")
         prompt_set, baseline = set_controls("compare")
+        ranking = compare_ranking.build(page.sidebar.pair.value)
         texts = gr.HTML(elem_id="compare-outputs")
         offer = gr.Button(visible=False, variant="secondary", size="sm", elem_id="compare-use-set")
         chart = dict(show_label=False, min_width=MIN_WIDTH)  # the chart's own title names it; the label is for readers
@@ -168,7 +171,7 @@ def build(page) -> None:
     page.tab_handles.compare = CompareTab(button, coupled, repeats, outputs=dict(
         texts=texts, efficiency=efficiency, histogram=histogram, per_position=per_position, calls=calls,
         speedup=speedup, theory=theory, data=data), downloads=(files, command), prompt_set=prompt_set,
-        baseline=baseline, stop=stop, fixes=fixes, offer=offer)
+        baseline=baseline, stop=stop, fixes=fixes, offer=offer, ranking=ranking)
 
 
 def wire_events(page) -> None:
@@ -182,6 +185,7 @@ def wire_events(page) -> None:
                      tab.outputs, message="texts", clear=charts, api_name="compare", concurrency_id="models",
                      preprocess=False)
     wire_downloads(run, tab.outputs["data"], *tab.downloads)
+    compare_ranking.wire(tab.ranking, s, tab.prompt_set)
     run.then(offer_button, tab.outputs["data"], tab.offer, **QUICK)
     run.failure(lambda: gr.update(visible=False), None, tab.offer, **QUICK)
     # One click: the offered set in the dropdown, then Compare pressed as a visitor would (same checks, same line).

@@ -91,6 +91,16 @@ def pair_of(path: Path) -> str:
     return _about(path)[0]
 
 
+@cache
+def saved_cells(pair_key: str) -> tuple[tuple[SavedResult, object], ...]:
+    """Every cell (`grid_cells.Cell`, best exact rule by E[tau | drafts]) of the saved results measured on this pair,
+    with its result; the default saved result's first (the README's, at the app's default T)."""
+    saved = sorted((r for r in saved_results().values() if pair_of(r.path) == pair_key),
+                   key=lambda r: r.key != DEFAULT_SAVED)
+    return tuple((result, cell) for result in saved
+                 for cell in grid_cells(read_rows(result.path), temperature=result.temperature))
+
+
 def saved_choices() -> list[tuple[str, str]]:
     return [(saved.label, key) for key, saved in saved_results().items()]
 

@@ -23,7 +23,7 @@ import gradio as gr
 
 from spectr_gbv import METHODS
 from spectr_gbv.bench import frontier
-from spectr_gbv.bench.grid_cells import BEST, CELL_VALUES, DEFAULT_BASELINE, EXPECTED, cell_row, grid_cells, read_rows
+from spectr_gbv.bench.grid_cells import BEST, CELL_VALUES, DEFAULT_BASELINE, EXPECTED, cell_row, grid_cells
 from spectr_gbv.bench.grid_cells import prompts_to_rank as cell_prompts_to_rank
 from spectr_gbv.pairs import get_pair, is_teaching, pair_key_of
 
@@ -260,10 +260,10 @@ def prompts_to_rank(pair_key: str) -> tuple[int, int, int, str] | None:
     """(fewest, median, most) prompts a cell of this pair's saved grid needed for its best rule to separate from
     the runner-up (`grid_cells.prompts_to_rank`, the cells where it can), and that result's label; None without a
     saved result of this pair. The default saved result first: the README's, at the app's default T."""
-    saved = [r for r in grid_saved.saved_results().values() if grid_saved.pair_of(r.path) == pair_key]
-    saved.sort(key=lambda r: r.key != grid_saved.DEFAULT_SAVED)
-    for result in saved:
-        cells = grid_cells(read_rows(result.path), temperature=result.temperature)
+    by_result: dict = {}
+    for result, cell in grid_saved.saved_cells(pair_key):
+        by_result.setdefault(result, []).append(cell)
+    for result, cells in by_result.items():
         needs = sorted(n for n in map(cell_prompts_to_rank, cells) if n is not None)
         if needs:
             return needs[0], int(statistics.median(needs)), needs[-1], result.label
