@@ -9,21 +9,21 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from spectr_gbv.bench.view import coupled_leader  # noqa: F401 - the views' and the command's leader
+from spectr_gbv.bench.view import compare_order, coupled_leader  # the views' and the command's order and leader
 
 from ..serving import gpu, visitors
 from ..serving.request import COMPARE
 from ..wiring.admission.budget_stops import Ticker
 from . import compare_ranking
 from .compare_run import CompareView
-from .compare_set import compare_over_set, set_plan, set_seconds
+from .compare_set import compare_over_set, set_estimate
 from ..wiring.prompt_set_choice import SET_NAMES, SINGLE, check_set_name, fitting_sets, set_controls, set_size
 from ..wiring.errors import translate_error, user_errors
 from ..wiring import private, stop_button
 from ..wiring.admission import cost, fix_buttons, pre_start
 from ..wiring.downloads import download_components, wire_downloads
 from ..render.chart_layout import MIN_WIDTH
-from ..wiring.inputs import DEFAULT_METHOD, DEFAULT_SETTINGS, check_runs_fit, clamp_in_page, default_compare, prepare
+from ..wiring.inputs import DEFAULT_SETTINGS, check_runs_fit, clamp_in_page, default_compare, prepare
 from ..wiring.run_events import QUICK, run_events
 from ..wiring.runs import MAX_REPEATS, STOPS
 from ..wiring.settings import check_flag, check_methods, check_pair_key, number, settings
@@ -33,9 +33,7 @@ from ..render.words import how_to_read
 PRESS_COMPARE = "() => { document.querySelector('#compare-button').click(); return []; }"
 
 
-def run_order(methods: list[str]) -> list[str]:
-    """The methods in the order Compare runs them: the app's default method first (a budget stop still shows it)."""
-    return sorted(methods, key=lambda m: m != DEFAULT_METHOD)
+run_order = compare_order  # the methods in Compare's order (the command runs them in the same)
 
 
 @visitors.served(translate_error, COMPARE, estimate=fix_buttons.line_estimate("compare"))
@@ -85,12 +83,9 @@ def compare(pair_key, prompt, methods, num_drafts, draft_length, temperature, ma
 
 def largest_set(pair_key: str, methods: list[str], base) -> tuple[str, int] | None:
     """(name, prompts) of the largest prompt set a coupled Compare of one repeat runs within the budget at these
-    settings (`compare_set.set_seconds`), offered when one prompt ranks nothing; None when none fits."""
-    b = base
-    fits = fitting_sets(pair_key,
-                        lambda n: set_seconds(pair_key, len(methods), b.num_drafts, b.draft_length, b.max_new_tokens,
-                                              1, True, n),
-                        lambda n: set_plan(len(methods), b.draft_length, 1, True, n), b.max_new_tokens)
+    settings (`compare_set.set_estimate`), offered when one prompt ranks nothing; None when none fits."""
+    fits = fitting_sets(pair_key, *set_estimate(pair_key, len(methods), base.num_drafts, base.draft_length,
+                                                base.max_new_tokens, 1, True), base.max_new_tokens)
     fits = [(name, size) for name, size in fits if size > 1]
     return fits[-1] if fits else None
 

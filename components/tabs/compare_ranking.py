@@ -50,10 +50,10 @@ def build(pair_key: str) -> gr.Markdown:
 
 
 def wire(note: gr.Markdown, sidebar, prompt_set: gr.Dropdown) -> None:
-    """The note follows the pair, K, L, T and the prompt set (on `input`: a slider's `change` can loop, see
-    components.tabs.repeats_sizing; the pair's `change` too, which links and the classroom set)."""
+    """The note follows the pair, K, L, T and the prompt set: the pair on `change` (a visitor's pick, and what links
+    and the classroom set), the others on `input` (a slider's `change` can loop, see components.tabs.repeats_sizing)."""
     inputs = [sidebar.pair, sidebar.num_drafts, sidebar.draft_length, sidebar.temperature, prompt_set]
     hidden = dict(queue=False, show_progress="hidden")
-    for control in inputs:
-        private.on(control.input, ranking_note, inputs, note, **hidden)
     private.on(sidebar.pair.change, ranking_note, inputs, note, **hidden)
+    for control in inputs[1:]:
+        private.on(control.input, ranking_note, inputs, note, **hidden)

@@ -4,7 +4,7 @@ The runs and their rows are the library's (`spectr_gbv.bench.set_compare.SetComp
 means with paired intervals against a baseline rule, or independent seeds' medians), so the
 command the page prints (`python -m spectr_gbv.bench.view compare --prompt-set ...`) prints the
 rows the page offers. This module sizes the set against the budget, streams the outputs after
-each prompt (coupled) or rule (independent), and keeps what finished when the budget stops it.
+each prompt, and keeps the prompts that finished when the budget stops it.
 """
 
 from __future__ import annotations
@@ -61,6 +61,14 @@ def set_plan(num_methods: int, L: int, repeats: int, coupled: bool, prompts: int
     return [(prompts * repeats * (1 if coupled else num_methods), L)] + ([(2 * prompts, 0)] if timed else [])
 
 
+def set_estimate(pair_key, num_methods: int, K: int, L: int, tokens: int, repeats: int, coupled: bool):
+    """(seconds of n prompts, runs of n prompts): the two estimates a set is sized by
+    (components.wiring.prompt_set_choice.set_fits), for the same settings."""
+    timed = set_timed(pair_key, coupled)
+    return (lambda n: set_seconds(pair_key, num_methods, K, L, tokens, repeats, coupled, n),
+            lambda n: set_plan(num_methods, L, repeats, coupled, n, timed))
+
+
 class SetCompareView:
     """A Compare over several prompts; `outputs` fills Compare's outputs in the set's form (module docstring)."""
 
@@ -80,7 +88,7 @@ class SetCompareView:
     def command(self) -> str:
         """The command that prints this run's rows (`python -m spectr_gbv.bench.view compare --prompt-set ...`)."""
         r, b = self.runs, self.runs.base
-        return command_line("compare", self.pair.info.key, self.prompts[0] if r.set_name == "prompt" else "",
+        return command_line("compare", self.pair.info.key, "",  # a set's name stands for its prompts
                             methods=r.methods, num_drafts=b.num_drafts, draft_length=b.draft_length,
                             temperature=b.temperature, max_new_tokens=b.max_new_tokens, seeds=[b.seed],
                             coupled=r.coupled, prompt_set=r.set_name, repeats=r.repeats,
@@ -164,12 +172,8 @@ def compare_over_set(run, progress, run_order):
     base = settings(*run.settings_values())
     repeats = number("repeats", run.repeats, 1, MAX_REPEATS)
     baseline = check_baseline(run.baseline, methods)
-    b = base
-    check_set_fits(set_name, pair_key,
-                   lambda n: set_seconds(pair_key, len(methods), b.num_drafts, b.draft_length, b.max_new_tokens,
-                                         repeats, coupled, n),
-                   lambda n: set_plan(len(methods), b.draft_length, repeats, coupled, n, set_timed(pair_key, coupled)),
-                   b.max_new_tokens)
+    check_set_fits(set_name, pair_key, *set_estimate(pair_key, len(methods), base.num_drafts, base.draft_length,
+                                                     base.max_new_tokens, repeats, coupled), base.max_new_tokens)
     texts = set_prompts(set_name, pair_key, run.prompt)
     pair, prompt_ids = prepare_set(pair_key, texts, progress)
     runs = SetCompare(pair.info.key, set_name, prompt_ids, methods, base.config(methods[0]), coupled, repeats, baseline,

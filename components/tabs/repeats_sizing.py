@@ -19,7 +19,7 @@ from ..wiring.prompt_set_choice import SINGLE, check_set_name, set_fits, set_siz
 from ..wiring.runs import MAX_REPEATS
 from ..wiring.settings import (MAX_DRAFT_LENGTH, MAX_DRAFTS, MAX_NEW_TOKENS, check_flag, check_methods, check_pair_key,
                                number)
-from .compare_set import set_plan, set_seconds, set_timed
+from .compare_set import set_estimate
 
 
 def most_compare_repeats(pair_key, num_methods: int, K: int, L: int, tokens: int, coupled: bool, prompt_set: str,
@@ -33,8 +33,7 @@ def most_compare_repeats(pair_key, num_methods: int, K: int, L: int, tokens: int
             plan = [(ar, 0), ((num_methods + coupled) * repeats, L)]
             seconds = cost.compare_seconds(pair_key, num_methods, K, L, tokens, repeats, coupled)
             return set_fits(pair_key, 1, lambda n: seconds, lambda n: plan, tokens, limits)
-        return set_fits(pair_key, size, lambda n: set_seconds(pair_key, num_methods, K, L, tokens, repeats, coupled, n),
-                        lambda n: set_plan(num_methods, L, repeats, coupled, n, set_timed(pair_key, coupled)), tokens,
+        return set_fits(pair_key, size, *set_estimate(pair_key, num_methods, K, L, tokens, repeats, coupled), tokens,
                         limits)
 
     return cost.largest_fitting(fits, MAX_REPEATS)

@@ -32,6 +32,7 @@ from ..engine import generate_config
 from ..intervals import t_interval
 from ..methods import METHODS
 from .frontier import METRICS, prompt_means, rule_rows
+from .view import speedup_stats
 
 
 def seed_summary(values: Sequence[float]) -> dict[str, object]:
@@ -65,7 +66,7 @@ class SetCompare:
     """The runs of one Compare over a set and what they measured so far (module docstring).
 
     `base` holds K, L, T, the tokens and the first seed; `leader` is the rule whose drafts the coupled
-    runs judge. `run(target, draft)` yields after each prompt (coupled) or each rule (independent)."""
+    runs judge. `run(target, draft)` yields after each prompt."""
 
     pair_key: str
     set_name: str
@@ -145,10 +146,9 @@ class SetCompare:
             runs = {m: [generate_config(target, draft, ids, dataclasses.replace(self.base, method=m, seed=seed),
                                         on_iteration) for seed in seeds] for m in self.methods}
             if self.timed:  # each rule against the AR runs just before and after it on this prompt
-                after = ar_rate(ids)
-                ar = 2 / (1 / before + 1 / after)
+                around = [before, ar_rate(ids)]
                 for m in self.methods:
-                    self.speedups[m].append(statistics.median(run.tokens_per_second for run in runs[m]) / ar)
+                    self.speedups[m].append(speedup_stats([run.tokens_per_second for run in runs[m]], around)["median"])
             for m in self.methods:
                 self.efficiency[m].append([run.block_efficiency for run in runs[m]])
             yield

@@ -47,6 +47,11 @@ AUTOREGRESSIVE = "ar"
 # ------------------------------------------------------------------ shared by the views and the command
 
 
+def compare_order(methods: Sequence[str]) -> list[str]:
+    """The methods in the order Compare runs them: the app's default method first (a budget stop still shows it)."""
+    return sorted(methods, key=lambda m: not METHODS[m].app_default)
+
+
 def coupled_leader(methods: Sequence[str]) -> str:
     """The method whose drafts drive a coupled run: the registry's leader if listed, else the first exact one."""
     leaders = [m for m in methods if METHODS[m].leads_coupled]
@@ -213,7 +218,7 @@ def _compare(pair, set_ids, args) -> list[dict]:
                                    ).tokens_per_second
 
         rates = [ar()]
-        order = sorted(args.methods, key=lambda m: not METHODS[m].app_default)
+        order = compare_order(args.methods)
         for method in order:
             records = [generate_config(pair.target, pair.draft, ids, replace(base, method=method, seed=seed))
                        for seed in args.seeds]
@@ -224,7 +229,7 @@ def _compare(pair, set_ids, args) -> list[dict]:
                 speedups[method] = speedup_stats([r.tokens_per_second for r in records], rates[-2:])
         summaries = {m: summaries[m] for m in order}
     if args.coupled:
-        order = sorted(args.methods, key=lambda m: not METHODS[m].app_default)
+        order = compare_order(args.methods)
         leader = coupled_leader(order)
         runs = [coupled_run(pair.target, pair.draft, ids, order, replace(base, method=leader, seed=seed))
                 for seed in args.seeds]
@@ -238,7 +243,7 @@ def _compare_set(pair, prompt_ids, args) -> list[dict]:
 
     if len(args.seeds) != 1:
         raise SystemExit("over a prompt set --seeds takes one value, the first seed (--repeats says how many)")
-    order = sorted(args.methods, key=lambda m: not METHODS[m].app_default)  # Compare's order
+    order = compare_order(args.methods)
     baseline = args.baseline or baseline_of(order)
     if baseline not in order:
         raise SystemExit(f"--baseline {baseline} is not one of --methods")
@@ -275,9 +280,9 @@ def set_label(set_name: str, count: int) -> str:
 
 
 def _fidelity(pair, set_ids, args) -> list[dict]:
-    ids = set_ids[0]
     from ..fidelity import fidelity_result, fidelity_sample
 
+    ids = set_ids[0]
     config = DecodeConfig(method=args.method, num_drafts=args.drafts, draft_length=args.length,
                           temperature=args.temperature, max_new_tokens=1, seed=0, with_theory=False)
     draft = None if args.method == AUTOREGRESSIVE else pair.draft
